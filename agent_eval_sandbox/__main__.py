@@ -1,0 +1,3 @@
+from agent_eval_sandbox.cli import main
+
+main()

@@ -1,0 +1,200 @@
+"""Command-line interface: `agent-eval-sandbox <command>`.
+
+Every command maps user-caused errors (`UserError`) to one line on stderr and
+exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agent_eval_sandbox import __version__
+from agent_eval_sandbox.config.dataset import Dataset, load_dataset
+from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
+from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, resolve_run_settings
+from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
+def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """One line and exit 2 for user errors; never a traceback for bad input."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except UserError as exc:
+            click.echo(f"error: {exc.render()}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException:
+            raise
+        except Exception as exc:  # a bug of ours, not the user's input
+            if os.environ.get("AGENT_EVAL_DEBUG"):
+                raise
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc} (set AGENT_EVAL_DEBUG=1 for the traceback)",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper
+
+
+def load_with_warnings(eval_yaml: Path) -> LoadedConfig:
+    loaded = load_eval_config(eval_yaml)
+    for warning in loaded.warnings:
+        _warn(warning)
+    return loaded
+
+
+def load_dataset_with_warnings(loaded: LoadedConfig) -> Dataset:
+    dataset = load_dataset(loaded)
+    for warning in dataset.warnings:
+        _warn(warning)
+    return dataset
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agent-eval-sandbox")
+def cli() -> None:
+    """Run agent-eval-harness evals of Claude Code skills, one hardened container per case."""
+
+
+def _summary_lines(loaded: LoadedConfig, dataset: Dataset, invocations: list[Invocation]) -> list[str]:
+    config = loaded.config
+    execution = config.execution
+    if execution.skill:
+        target = f"skill /{execution.skill} (arguments: {execution.arguments!r})"
+    elif execution.prompt:
+        target = f"prompt {execution.prompt!r}"
+    else:
+        target = "nothing (set execution.skill or execution.prompt)"
+    ids = dataset.ids
+    shown = ", ".join(ids[:5]) + (f", … (+{len(ids) - 5})" if len(ids) > 5 else "")
+    judges = ", ".join(f"{j.name} ({j.kind})" for j in config.judges) or "none"
+    hooks = ", ".join(
+        f"{phase} {len(config.hooks.phase(phase))}"
+        for phase in ("before_all", "before_each", "after_each", "before_scoring", "after_all", "before_report")
+        if config.hooks.phase(phase)
+    ) or "none"
+    return [
+        f"{loaded.path}: OK",
+        f"  name:       {config.name}",
+        f"  cases:      {len(ids)} ({shown})",
+        f"  mode:       {execution.mode}" + (" (workspace_mode: repo)" if config.is_repo_mode else ""),
+        f"  runs:       {target}",
+        f"  model:      {config.models.skill or '(unset: pass --model)'}",
+        f"  judges:     {judges}",
+        f"  hooks:      {hooks}",
+        f"  thresholds: {', '.join(config.thresholds) or 'none'}",
+        f"  invocations: {len(invocations)}",
+    ]
+
+
+@cli.command()
+@click.argument("eval_yaml", default="eval.yaml", type=click.Path(path_type=Path))
+@handle_errors
+def validate(eval_yaml: Path) -> None:
+    """Check EVAL_YAML (default ./eval.yaml) and its dataset without running anything."""
+    loaded = load_with_warnings(eval_yaml)
+    dataset = load_dataset_with_warnings(loaded)
+    settings = resolve_run_settings(loaded.config, CliOverrides(), num_cases=len(dataset.cases))
+    invocations = plan_invocations(loaded.config, dataset.cases, settings)
+    for line in _summary_lines(loaded, dataset, invocations):
+        click.echo(line)
+
+
+def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: list[Invocation]) -> dict[str, Any]:
+    return {
+        "eval": loaded.config.name,
+        "config": str(loaded.path),
+        "mode": loaded.config.execution.mode,
+        "model": settings.model,
+        "parallelism": settings.parallelism,
+        "invocations": [
+            {
+                "id": inv.id,
+                "cases": [case.id for case in inv.cases],
+                "prompt": inv.prompt,
+                "arguments": inv.arguments,
+                "timeout_s": settings.timeout_s,
+                "max_budget_usd": settings.max_budget_usd,
+            }
+            for inv in invocations
+        ],
+    }
+
+
+@cli.command()
+@click.argument("eval_yaml", default="eval.yaml", type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Print what each case would run, then stop.")
+@click.option("--model", help="Model for the skill under test (overrides models.skill).")
+@click.option("--subagent-model", help="Model for subagents (overrides models.subagent).")
+@click.option("--timeout", type=click.IntRange(min=0), help="Per-invocation timeout in seconds (overrides execution.timeout).")
+@click.option("--max-budget", type=click.FloatRange(min=0), help="Per-invocation budget in USD (overrides execution.max_budget_usd).")
+@click.option("--parallelism", type=click.IntRange(min=0), help="Cases at once (overrides execution.parallelism).")
+@click.option("--skill-args", help="Template replacing execution.arguments (skill mode) or execution.prompt.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def run(
+    eval_yaml: Path,
+    dry_run: bool,
+    model: str | None,
+    subagent_model: str | None,
+    timeout: int | None,
+    max_budget: float | None,
+    parallelism: int | None,
+    skill_args: str | None,
+    as_json: bool,
+) -> None:
+    """Run the eval in EVAL_YAML (default ./eval.yaml)."""
+    loaded = load_with_warnings(eval_yaml)
+    dataset = load_dataset_with_warnings(loaded)
+    overrides = CliOverrides(
+        timeout=timeout,
+        max_budget=max_budget,
+        parallelism=parallelism,
+        skill_args=skill_args,
+        model=model,
+        subagent_model=subagent_model,
+    )
+    settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
+    invocations = plan_invocations(loaded.config, dataset.cases, settings)
+    if not dry_run:
+        raise UserError("only --dry-run is available in this build", fix="pass --dry-run")
+    report = _dry_run_report(loaded, settings, invocations)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(
+        f"{report['eval']}: {len(invocations)} invocation(s), mode {report['mode']}, "
+        f"model {settings.model or '(unset)'}, parallelism {settings.parallelism}"
+    )
+    for item in report["invocations"]:
+        click.echo(f"{item['id']}:")
+        click.echo(f"  prompt:  {item['prompt']}")
+        click.echo(f"  timeout: {item['timeout_s']}s  budget: ${item['max_budget_usd']:.2f}")
+
+
+def main() -> None:
+    cli(prog_name="agent-eval-sandbox")

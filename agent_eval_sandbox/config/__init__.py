@@ -1,0 +1,1 @@
+"""eval.yaml: models, loading, templating, dataset and run settings."""

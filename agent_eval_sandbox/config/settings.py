@@ -1,0 +1,98 @@
+"""Effective run settings: CLI flags over eval.yaml over the reference defaults.
+
+The config keeps `timeout`, `max_budget_usd` and `parallelism` as None when
+unset; they become 3600 s / $100 / 1 only here, at run time. Checks are
+explicit `is None` tests so a deliberate 0 is honoured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_eval_sandbox.config.models import (
+    DEFAULT_MAX_BUDGET_USD,
+    DEFAULT_PARALLELISM,
+    DEFAULT_TIMEOUT_S,
+    EvalConfig,
+)
+from agent_eval_sandbox.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CliOverrides:
+    timeout: int | None = None
+    max_budget: float | None = None
+    parallelism: int | None = None
+    skill_args: str | None = None
+    model: str | None = None
+    subagent_model: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    timeout_s: int
+    max_budget_usd: float
+    parallelism: int
+    model: str | None
+    subagent_model: str | None
+    template: str  # execution.arguments (skill mode) or execution.prompt (prompt mode)
+
+
+def _first_set(*values):
+    for value in values:
+        if value is not None:
+            return value
+    return None
+
+
+def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: int | None = None) -> RunSettings:
+    execution = config.execution
+    timeout = _first_set(cli.timeout, execution.timeout, DEFAULT_TIMEOUT_S)
+    budget = _first_set(cli.max_budget, execution.max_budget_usd, DEFAULT_MAX_BUDGET_USD)
+    parallelism = _first_set(cli.parallelism, execution.parallelism, DEFAULT_PARALLELISM)
+    if config.is_batch or config.is_repo_mode:
+        # One invocation (batch) or one shared checkout (repo): nothing may run side by side.
+        parallelism = min(parallelism, 1)
+    elif num_cases is not None and parallelism > num_cases:
+        parallelism = max(num_cases, 1)
+    model = _first_set(cli.model, config.models.skill)
+    subagent = _first_set(cli.subagent_model, config.models.subagent, model)
+    default_template = execution.arguments if execution.skill else execution.prompt
+    template = _first_set(cli.skill_args, default_template) or ""
+    return RunSettings(
+        timeout_s=int(timeout),
+        max_budget_usd=float(budget),
+        parallelism=int(parallelism),
+        model=model,
+        subagent_model=subagent,
+        template=template,
+    )
+
+
+def require_runnable(config: EvalConfig, settings: RunSettings, *, config_path: str) -> None:
+    """The checks `run` needs beyond a valid config (a dry run reports instead)."""
+    if not config.execution.skill and not config.execution.prompt:
+        raise ConfigError(
+            "nothing to run: neither execution.skill nor execution.prompt is set",
+            file=config_path,
+            fix="set execution.skill (with arguments) or execution.prompt",
+        )
+    if config.runner.type != "claude-code":
+        raise ConfigError(
+            f"runner.type '{config.runner.type}' is not supported: agent-eval-sandbox runs the "
+            "Claude Code CLI inside the sandbox",
+            file=config_path,
+            fix="set runner.type: claude-code (or remove it)",
+        )
+    if not settings.model:
+        raise ConfigError(
+            "no model specified",
+            file=config_path,
+            fix="Set --model or models.skill in eval.yaml.",
+        )
+    if settings.parallelism < 1:
+        raise ConfigError(
+            f"parallelism is {settings.parallelism}: no case could run",
+            file=config_path,
+            fix="set execution.parallelism (or --parallelism) to 1 or more",
+        )

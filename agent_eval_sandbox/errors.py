@@ -1,0 +1,74 @@
+"""The errors a user can cause, as one hierarchy.
+
+Every class here is a `UserError`: the CLI prints its message as one line on
+stderr and exits 2, never with a traceback. Messages say what is wrong, where
+(file and field), and how to fix it. Errors of the layers below (yaml, pydantic,
+docker, httpx) are mapped to these at a single boundary with `raise ... from`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class UserError(Exception):
+    """A problem the user can fix; shown as one line, exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        self.message = message
+        self.fix = fix
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return f"{self.message} — {self.fix}" if self.fix else self.message
+
+
+class ConfigError(UserError):
+    """eval.yaml (or a file it names) is invalid."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: Path | str | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        self.file = str(file) if file is not None else None
+        self.field = field
+        where = ": ".join(p for p in (self.file, field) if p)
+        super().__init__(f"{where}: {message}" if where else message, fix=fix)
+
+
+class DatasetError(UserError):
+    """A case directory or one of its files is invalid."""
+
+    def __init__(self, message: str, *, file: Path | str | None = None, fix: str | None = None) -> None:
+        self.file = str(file) if file is not None else None
+        super().__init__(f"{self.file}: {message}" if self.file else message, fix=fix)
+
+
+class TemplateError(UserError):
+    """A template could not be rendered for a case."""
+
+
+class DockerUnavailableError(UserError):
+    """No usable Docker daemon."""
+
+
+class ImageError(UserError):
+    """The sandbox image (or its base) is missing and cannot be built."""
+
+
+class RuntimeNotRegisteredError(UserError):
+    """The configured container runtime is not registered with the daemon."""
+
+
+class UnsafeArchiveError(UserError):
+    """An archive copied out of a sandbox tried to escape or exceeded a cap."""
+
+
+class RunDirError(UserError):
+    """A run directory is missing or not a run of this tool."""

@@ -1,0 +1,1 @@
+"""Orchestration: planning, scheduling, per-case lifecycle, run directory."""

@@ -1,0 +1,1 @@
+"""Sandboxes: the `Sandbox` interface, its backends, and the sandbox image."""

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Set up everything agent-eval-sandbox needs on this machine, idempotently:
+#   1. a running Docker daemon (on Debian/Ubuntu as root: installs docker.io and
+#      starts dockerd when `docker info` fails),
+#   2. a virtualenv at .venv with the project and its test extras,
+#   3. the sandbox image (and, with no registry reachable, a local base image).
+# Safe to run again: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+ensure_docker() {
+  if docker info >/dev/null 2>&1; then
+    return
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    log "Docker is not running and this is not root: start Docker yourself, then rerun."
+    exit 1
+  fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    if ! command -v apt-get >/dev/null 2>&1; then
+      log "no dockerd and no apt-get: install Docker Engine, then rerun."
+      exit 1
+    fi
+    log "installing docker.io (Debian's Docker Engine)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io >/dev/null; }
+  fi
+  log "starting dockerd in the background (log: /var/log/agent-eval-dockerd.log)"
+  nohup dockerd >/var/log/agent-eval-dockerd.log 2>&1 &
+  for _ in $(seq 1 60); do
+    if docker info >/dev/null 2>&1; then
+      return
+    fi
+    sleep 1
+  done
+  log "dockerd did not come up within 60 s; see /var/log/agent-eval-dockerd.log"
+  exit 1
+}
+
+ensure_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    log "creating .venv"
+    python3 -m venv .venv
+  fi
+  if ! .venv/bin/python -c 'import agent_eval_sandbox, pytest' >/dev/null 2>&1 \
+     || [ pyproject.toml -nt .venv/.installed ]; then
+    log "installing agent-eval-sandbox with test extras into .venv"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+    touch .venv/.installed
+  fi
+}
+
+ensure_docker
+ensure_venv
+log "ready"
