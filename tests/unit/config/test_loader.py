@@ -9,7 +9,7 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.yaml_reader import YamlReadError
 from agent_eval_sandbox.errors import ConfigError
 
-EXAMPLES = sorted((Path(__file__).parents[4] / "shared/reference/agent-eval-harness/examples").glob("*.yaml"))
+EXAMPLES = sorted((Path(__file__).parents[2] / "fixtures" / "harness_examples").glob("*.yaml"))
 
 
 def test_reference_examples_exist():
