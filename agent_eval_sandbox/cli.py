@@ -6,6 +6,7 @@ exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,7 +20,7 @@ import click
 from agent_eval_sandbox import __version__
 from agent_eval_sandbox.config.dataset import Dataset, load_dataset
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
-from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, resolve_run_settings
+from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, require_runnable, resolve_run_settings
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
 
@@ -154,6 +155,13 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--max-budget", type=click.FloatRange(min=0), help="Per-invocation budget in USD (overrides execution.max_budget_usd).")
 @click.option("--parallelism", type=click.IntRange(min=0), help="Cases at once (overrides execution.parallelism).")
 @click.option("--skill-args", help="Template replacing execution.arguments (skill mode) or execution.prompt.")
+@click.option("--offline", is_flag=True,
+              help="Use each case's model_script.yaml as the model (scripted server behind the gateway): "
+              "no key, no network.")
+@click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
+@click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
+@click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def run(
@@ -165,9 +173,14 @@ def run(
     max_budget: float | None,
     parallelism: int | None,
     skill_args: str | None,
+    offline: bool,
+    runs_dir: str | None,
+    run_id: str | None,
+    claude_version: str | None,
+    rebuild_image: bool,
     as_json: bool,
 ) -> None:
-    """Run the eval in EVAL_YAML (default ./eval.yaml)."""
+    """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
     loaded = load_with_warnings(eval_yaml)
     dataset = load_dataset_with_warnings(loaded)
     overrides = CliOverrides(
@@ -181,7 +194,10 @@ def run(
     settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
     invocations = plan_invocations(loaded.config, dataset.cases, settings)
     if not dry_run:
-        raise UserError("only --dry-run is available in this build", fix="pass --dry-run")
+        require_runnable(loaded.config, settings, config_path=str(loaded.path))
+        _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
+                 claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json)
+        return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -194,6 +210,125 @@ def run(
         click.echo(f"{item['id']}:")
         click.echo(f"  prompt:  {item['prompt']}")
         click.echo(f"  timeout: {item['timeout_s']}s  budget: ${item['max_budget_usd']:.2f}")
+
+
+def _execute(
+    loaded: LoadedConfig,
+    dataset: Dataset,
+    settings: RunSettings,
+    invocations: list[Invocation],
+    *,
+    offline: bool,
+    runs_dir: str | None,
+    run_id: str | None,
+    claude_version: str | None,
+    rebuild_image: bool,
+    as_json: bool,
+) -> None:
+    from rich.console import Console
+
+    from agent_eval_sandbox.runner.display import status_table
+    from agent_eval_sandbox.runner.rundir import new_run_id, runs_base, validate_run_id
+    from agent_eval_sandbox.runner.run import RunRequest, execute_run
+
+    request = RunRequest(
+        loaded=loaded,
+        dataset=dataset,
+        settings=settings,
+        invocations=invocations,
+        runs_base=runs_base(runs_dir, os.environ),
+        run_id=validate_run_id(run_id) if run_id else new_run_id(),
+        offline=offline,
+        project_root=loaded.root,
+        claude_version=claude_version,
+        rebuild_image=rebuild_image,
+    )
+    console = Console()
+    err_console = Console(stderr=True)
+    outcome = execute_run(request, console=console, err_console=err_console, show_progress=not as_json)
+    if as_json:
+        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result}, indent=2,
+                              default=str))
+        return
+    console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
+    result = outcome.result
+    console.print(
+        f"{result['num_cases']} case(s), {result['wall_clock_s']:.1f}s wall clock, "
+        f"${result['cost_usd']:.4f}; results in {outcome.run_dir.root}",
+        highlight=False,
+    )
+
+
+@cli.group()
+def image() -> None:
+    """Build the sandbox image (and, with no registry, its base)."""
+
+
+@image.command("bootstrap-base")
+@click.option("--suite", default="bookworm", show_default=True, help="Debian suite for debootstrap.")
+@click.option("--mirror", help="Debian mirror (default: the host's apt source, else deb.debian.org).")
+@handle_errors
+def image_bootstrap_base(suite: str, mirror: str | None) -> None:
+    """Make a local Debian base image with debootstrap + docker import (no registry needed; root)."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.sandbox.bootstrap import bootstrap_base
+
+    ref = bootstrap_base(suite=suite, mirror=mirror, console=Console(stderr=True))
+    click.echo(ref)
+
+
+@image.command("build")
+@click.option("--base-image", help="BASE_IMAGE of the build (default: the bootstrapped base, else debian:bookworm-slim).")
+@click.option("--claude-version", help="Claude Code version to bake in.")
+@click.option("--image", "prebuilt", help="Use this prebuilt image as is (only checks it is present).")
+@click.option("--rebuild", is_flag=True, help="Build even if an image of the same inputs exists.")
+@handle_errors
+def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool) -> None:
+    """Build the sandbox image, unless one of the same inputs exists already."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+    from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image
+
+    settings = ImageSettings(image=prebuilt, base_image=base_image,
+                             claude_version=claude_version or DEFAULT_CLAUDE_VERSION)
+    result = ensure_sandbox_image(settings, rebuild=rebuild, console=Console(stderr=True))
+    click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
+
+
+@cli.command()
+@click.option("--all", "remove_all", is_flag=True, help="Remove every object this tool manages, not only orphans.")
+@click.option("--backend", default="docker", show_default=True, help="Sandbox backend.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def gc(remove_all: bool, backend: str, as_json: bool) -> None:
+    """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
+    from agent_eval_sandbox.sandbox.registry import get_backend
+
+    removed = get_backend(backend).gc(all=remove_all)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(r) for r in removed], indent=2))
+        return
+    for item in removed:
+        click.echo(f"removed {item.kind} {item.name} (run {item.run_id}, case {item.case_id}): {item.reason}")
+    click.echo(f"{len(removed)} object(s) removed")
+
+
+@cli.command("model-server")
+@click.argument("script", type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0 picks one).")
+@handle_errors
+def model_server(script: Path, host: str, port: int) -> None:
+    """Serve SCRIPT (a list of scripted model steps) as an Anthropic Messages API.
+
+    Point ANTHROPIC_BASE_URL at the printed URL to run the real CLI, the SDK or
+    a whole eval against it.
+    """
+    from agent_eval_sandbox.gateway.model_server import serve
+
+    serve(script, host, port)
 
 
 def main() -> None:

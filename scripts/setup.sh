@@ -3,7 +3,8 @@
 #   1. a running Docker daemon (on Debian/Ubuntu as root: installs docker.io and
 #      starts dockerd when `docker info` fails),
 #   2. a virtualenv at .venv with the project and its test extras,
-#   3. the sandbox image (and, with no registry reachable, a local base image).
+#   3. the sandbox image (and, with no registry reachable, a local base image
+#      made with debootstrap).
 # Safe to run again: each step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,22 @@ ensure_venv() {
   fi
 }
 
+ensure_images() {
+  # Builds only what is missing (images are tagged by a hash of their inputs).
+  if .venv/bin/agent-eval-sandbox image build; then
+    return
+  fi
+  # No base: with no registry reachable, make one locally with debootstrap.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1; then
+    log "installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null
+  fi
+  log "bootstrapping a local Debian base image (about a minute)"
+  .venv/bin/agent-eval-sandbox image bootstrap-base
+  .venv/bin/agent-eval-sandbox image build
+}
+
 ensure_docker
 ensure_venv
+ensure_images
 log "ready"

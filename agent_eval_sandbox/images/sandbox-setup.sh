@@ -1,0 +1,36 @@
+#!/bin/sh
+# Build-time setup of the sandbox image, as root, on any Debian-based base.
+# Installs only what the base lacks, so an offline base made by
+# `agent-eval-sandbox image bootstrap-base` (which already has all of it)
+# builds without network.
+set -eu
+
+missing=""
+for pkg in python3 git procps ca-certificates; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $pkg"
+    fi
+done
+if [ -n "$missing" ]; then
+    apt-get update
+    # shellcheck disable=SC2086  # one word per package
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+fi
+
+# The agent user is uid/gid 1000. Node images already have `node` there: rename it.
+group=$(getent group 1000 | cut -d: -f1)
+if [ -z "$group" ]; then
+    groupadd -g 1000 agent
+elif [ "$group" != agent ]; then
+    groupmod -n agent "$group"
+fi
+user=$(getent passwd 1000 | cut -d: -f1)
+if [ -z "$user" ]; then
+    useradd -u 1000 -g 1000 -m -d /home/agent -s /bin/bash agent
+elif [ "$user" != agent ]; then
+    usermod -l agent -g 1000 -d /home/agent -m -s /bin/bash "$user"
+fi
+
+mkdir -p /home/agent /workspace
+chown 1000:1000 /home/agent /workspace

@@ -1,0 +1,121 @@
+"""TCP -> unix-socket forwarder, run inside the sandbox container.
+
+The container has no network; the host's model gateway is a unix socket
+bind-mounted into it. The CLI speaks HTTP over TCP, so this pipes each
+connection to 127.0.0.1:PORT byte for byte to the socket. It knows nothing
+of HTTP: whatever it carries, the gateway decides.
+
+Standard library only (the image's python3); started by the in-container
+launcher:
+
+    python3 /opt/agent-eval/forwarder.py --listen 127.0.0.1:8080 \
+        --unix /run/agent-eval/gateway.sock [--ready-file /tmp/forwarder.ready]
+
+Ready when it prints `listening on HOST:PORT` to stderr (and writes HOST:PORT
+to the ready file, if one is given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+
+CHUNK_BYTES = 65536
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy until EOF or error, then pass the EOF on (half-close), so a
+    request/response in the other direction can still finish."""
+    try:
+        while True:
+            data = source.recv(CHUNK_BYTES)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+def _bridge(client: socket.socket, unix_path: str) -> None:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(unix_path)
+    except OSError as exc:
+        print(f"forwarder: cannot connect to {unix_path}: {exc}", file=sys.stderr, flush=True)
+        upstream.close()
+        client.close()
+        return
+    with client, upstream:
+        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+        back.start()
+        _pump(client, upstream)
+        back.join()
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--listen must be HOST:PORT, not {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def forward(listen: tuple[str, int], unix_path: str, ready_file: str | None = None, *, announce: bool = True) -> None:
+    """Accept on `listen` forever, bridging each connection to `unix_path`.
+
+    `announce=False` keeps the ready line off stderr (the in-container launcher
+    shares its stderr with the agent's log and waits on the ready file instead).
+    """
+    server = socket.create_server(listen, backlog=128)
+    host, port = server.getsockname()[:2]
+    if ready_file:
+        # Written whole, then renamed: a waiter never reads half a line.
+        partial = f"{ready_file}.tmp"
+        with open(partial, "w") as handle:
+            handle.write(f"{host}:{port}\n")
+        os.replace(partial, ready_file)
+    if announce:
+        print(f"forwarder: listening on {host}:{port} -> {unix_path}", file=sys.stderr, flush=True)
+    while True:
+        try:
+            client, _ = server.accept()
+        except OSError as exc:
+            # Out of descriptors or similar: back off instead of dying; the
+            # agent's next connection may succeed.
+            print(f"forwarder: accept failed: {exc}", file=sys.stderr, flush=True)
+            time.sleep(0.1)
+            continue
+        # Streams are many small SSE events: send each at once.
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_bridge, args=(client, unix_path), daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Forward TCP connections to a unix socket.")
+    parser.add_argument("--listen", required=True, help="HOST:PORT to listen on (port 0 picks one)")
+    parser.add_argument("--unix", required=True, help="the unix socket to forward to")
+    parser.add_argument("--ready-file", help="write HOST:PORT here once listening")
+    args = parser.parse_args(argv)
+    try:
+        listen = parse_listen(args.listen)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        forward(listen, args.unix, args.ready_file)
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        print(f"forwarder: cannot listen on {args.listen}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

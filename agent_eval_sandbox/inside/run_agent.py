@@ -1,0 +1,91 @@
+"""Launch the agent inside the sandbox: gateway forwarder first, then `claude -p`.
+
+Standard library only (the image's python3). The host runs it with `docker
+exec` as the sandbox user:
+
+    python3 /opt/agent-eval/run_agent.py --gateway-socket /run/agent-eval/gateway.sock \
+        --port 8080 --prompt-file /run/agent-eval/prompt.txt -- claude -p ...
+
+The CLI's stdout/stderr are the launcher's own (the host streams them to the
+run directory); the exit code is the CLI's (128+n when a signal ended it).
+Exit 125 means the launcher itself could not start the agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import forwarder  # /opt/agent-eval/forwarder.py, next to this file
+
+LAUNCH_FAILED = 125
+READY_TIMEOUT_S = 5.0
+
+
+def _start_forwarder(port: int, socket_path: str) -> bool:
+    ready_file = f"/tmp/agent-eval-forwarder.{os.getpid()}.ready"
+    thread = threading.Thread(
+        target=forwarder.forward,
+        args=(("127.0.0.1", port), socket_path, ready_file),
+        kwargs={"announce": False},
+        daemon=True,
+    )
+    thread.start()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if os.path.exists(ready_file):
+            return True
+        if not thread.is_alive():
+            return False
+        time.sleep(0.01)
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gateway-socket", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--prompt-file", required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("run_agent: no agent command given", file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    # Our own session: the host can signal the whole agent process tree at once.
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    if not _start_forwarder(args.port, args.gateway_socket):
+        print("run_agent: the gateway forwarder did not start", file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    try:
+        prompt = open(args.prompt_file, "rb")
+    except OSError as exc:
+        print(f"run_agent: cannot read the prompt: {exc}", file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    try:
+        child = subprocess.Popen(command, stdin=prompt)
+    except OSError as exc:
+        print(f"run_agent: cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    finally:
+        prompt.close()
+
+    def relay(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, relay)
+    code = child.wait()
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""The `Sandbox` interface: what the runner needs from one case's isolated environment.
+
+A backend (docker today, kubernetes later) implements `SandboxBackend` and
+`Sandbox`; nothing outside `sandbox/` knows which one runs. A command that
+fails is a value (`ExecResult`); only a sandbox that itself broke (vanished,
+daemon error mid-command) raises `SandboxError`.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import BinaryIO, ClassVar, Literal
+
+from agent_eval_sandbox.sandbox.archive import CopyReport, SkippedEntry
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+OnTimeout = Literal["freeze", "kill_exec"]
+
+
+class SandboxError(Exception):
+    """The sandbox itself failed (not the command in it); the case is an error, not a failure."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource caps of one sandbox. tmpfs sizes count against `memory_bytes` once filled."""
+
+    cpus: float = 1.0
+    memory_bytes: int = 2 * GiB
+    pids: int = 512
+    workspace_bytes: int = 1 * GiB
+    tmp_bytes: int = 256 * MiB
+    home_bytes: int = 256 * MiB
+
+    def __post_init__(self) -> None:
+        for name in ("cpus", "memory_bytes", "pids", "workspace_bytes", "tmp_bytes", "home_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"Limits.{name} must be positive")
+
+
+@dataclass(frozen=True)
+class Hardening:
+    """Confinement switches; the defaults are the hardened ones."""
+
+    user: str = "1000:1000"  # numeric uid[:gid]; the sandbox filesystems are owned by it
+    read_only_root: bool = True
+    cap_drop: tuple[str, ...] = ("ALL",)
+    cap_add: tuple[str, ...] = ()
+    no_new_privileges: bool = True
+    init: bool = True
+    network: str = "none"
+    runtime: str | None = None  # e.g. a gVisor runtime registered with the daemon
+
+    def __post_init__(self) -> None:
+        uid, _, gid = self.user.partition(":")
+        if not uid.isdigit() or (gid and not gid.isdigit()):
+            raise ValueError(f"Hardening.user must be a numeric uid[:gid], got {self.user!r}")
+
+    @property
+    def uid(self) -> int:
+        return int(self.user.partition(":")[0])
+
+    @property
+    def gid(self) -> int:
+        _, _, gid = self.user.partition(":")
+        return int(gid) if gid else self.uid
+
+
+@dataclass(frozen=True)
+class BindMount:
+    """A host path shown inside the sandbox (e.g. the gateway's unix socket directory)."""
+
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    image: str
+    run_id: str
+    case_id: str
+    # Epoch seconds after which the sandbox is certainly stale: any reaper, on
+    # any host, may remove it once this (plus a grace) has passed.
+    deadline_epoch: float
+    limits: Limits = field(default_factory=Limits)
+    hardening: Hardening = field(default_factory=Hardening)
+    mounts: tuple[BindMount, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    workspace: str = "/workspace"  # the writable, size-capped workspace; default cwd
+    home: str = "/home/agent"  # writable, size-capped $HOME (holds ~/.claude transcripts)
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class EndReason(enum.Enum):
+    EXITED = "exited"  # the command exited by itself; see exit_code
+    SIGNALED = "signaled"  # killed by a signal (exit code 128+n); see signal
+    TIMED_OUT = "timed_out"  # the deadline ended it
+    OOM_KILLED = "oom_killed"  # the memory limit's OOM killer ended it
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int | None  # None when the deadline froze the sandbox before it exited
+    end_reason: EndReason
+    signal: int | None
+    duration_s: float
+    # OOM kills in the sandbox while the command ran, and whether the pids limit
+    # refused a fork; None when they could not be read.
+    oom_kills: int | None
+    pids_limit_hit: bool | None
+    stdout: bytes | None  # None when streamed to a file
+    stderr: bytes | None
+    output_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.end_reason is EndReason.EXITED and self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class CopyInReport:
+    files: int
+    bytes: int
+    skipped: tuple[SkippedEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class RemovedObject:
+    """A backend object removed by teardown, the reaper or gc (for the CLI to print)."""
+
+    kind: str  # "container" | "volume" | ...
+    name: str
+    run_id: str | None
+    case_id: str | None
+    reason: str
+
+
+class Sandbox(ABC):
+    """One case's running, idle sandbox. Commands run in it with `exec`."""
+
+    @property
+    @abstractmethod
+    def spec(self) -> SandboxSpec: ...
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def frozen(self) -> bool:
+        """True once a deadline (or `freeze`) stopped it: copy_out works, exec raises."""
+
+    @abstractmethod
+    def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        user: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        stdout: BinaryIO | None = None,
+        stderr: BinaryIO | None = None,
+        timeout: float | None = None,
+        on_timeout: OnTimeout = "freeze",
+        max_output_bytes: int = 64 * MiB,
+    ) -> ExecResult:
+        """Run `cmd` and wait for it (or for `timeout` seconds).
+
+        stdout/stderr are written to the given files as they arrive (or kept in
+        the result), each capped at `max_output_bytes`. At the timeout,
+        "freeze" stops every process of the sandbox at once (files stay for
+        `copy_out`; further `exec` raises) and "kill_exec" kills only this
+        command's processes, leaving the sandbox usable (for lifecycle hooks).
+        "kill_exec" finds them by an environment marker: a child that scrubs
+        its environment survives until the sandbox is frozen or destroyed.
+        """
+
+    @abstractmethod
+    def copy_in(self, src_dir: Path, dest: str, *, exclude: Callable[[str], bool] | None = None) -> CopyInReport:
+        """Copy the contents of a host directory to `dest`, owned by the sandbox user.
+
+        Host links are never followed. A symlink is copied as a link if its
+        target is relative without `..`; other symlinks and special files are
+        skipped and reported. `exclude(relative posix path)` leaves paths out
+        (e.g. sandbox.filesystem.denyRead), a directory with everything in it.
+        """
+
+    @abstractmethod
+    def copy_in_files(self, files: Mapping[str, bytes], dest: str, *, mode: int = 0o644) -> CopyInReport:
+        """Write `{relative path: content}` under `dest`, owned by the sandbox user."""
+
+    @abstractmethod
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyReport:
+        """Extract `src` (a directory's contents, or a file) into `dest_dir`, safely.
+
+        Works while running or frozen, never after `destroy`. A missing `src` is
+        a report with `found=False`; an archive over a cap raises UnsafeArchiveError.
+        """
+
+    @abstractmethod
+    def freeze(self) -> None:
+        """Stop every process now, keeping the files for `copy_out` (idempotent)."""
+
+    @property
+    @abstractmethod
+    def frozen(self) -> bool:
+        """Whether a deadline (or `freeze`) stopped the sandbox."""
+
+    @abstractmethod
+    def thaw(self) -> bool:
+        """Resume a frozen sandbox with every process killed but its idle main one.
+
+        For cleanup commands after a deadline (container-scope after_each
+        hooks). False when that could not be done (e.g. a fork bomb keeps the
+        pids table full): the sandbox then stays frozen.
+        """
+
+    @abstractmethod
+    def destroy(self) -> None:
+        """Remove the sandbox and its storage (idempotent; files are gone afterwards)."""
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.destroy()
+
+
+class SandboxBackend(ABC):
+    """Creates sandboxes and owns the cleanup of everything it ever created."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def create(self, spec: SandboxSpec) -> Sandbox:
+        """A started, idle sandbox with empty workspace and home."""
+
+    @abstractmethod
+    def destroy_run(self, run_id: str) -> list[RemovedObject]:
+        """Remove every object of `run_id`, whoever created it."""
+
+    @abstractmethod
+    def reap_orphans(self) -> list[RemovedObject]:
+        """Remove objects whose owner process is gone or whose deadline is long past."""
+
+    @abstractmethod
+    def gc(self, *, all: bool = False) -> list[RemovedObject]:
+        """`all=False`: reap orphans. `all=True`: remove every object this tool manages."""
+
+    @abstractmethod
+    def check_runtime(self, name: str) -> None:
+        """Raise RuntimeNotRegisteredError unless the container runtime `name` is usable."""

@@ -1,0 +1,205 @@
+"""The Docker backend: hardened containers on the docker SDK, and their cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import docker
+import docker.errors
+from docker.types import LogConfig, Mount, Ulimit
+
+from agent_eval_sandbox.errors import ImageError, RuntimeNotRegisteredError
+from agent_eval_sandbox.sandbox import labels as L
+from agent_eval_sandbox.sandbox.base import RemovedObject, SandboxBackend, SandboxSpec
+from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
+from agent_eval_sandbox.sandbox.docker_sandbox import DockerSandbox, remove_container_and_volumes
+
+
+class _Object(NamedTuple):
+    kind: str  # "container" | "volume"
+    ident: str
+    name: str
+    labels: Mapping[str, str]
+
+
+def tmpfs_volume_options(size_bytes: int, uid: int, gid: int) -> dict[str, str]:
+    """A size-capped tmpfs the archive API can reach (unlike `--tmpfs`); it lives as long as the container."""
+    return {
+        "type": "tmpfs",
+        "device": "tmpfs",
+        "o": f"size={size_bytes},uid={uid},gid={gid},mode=0755,nosuid,nodev",
+    }
+
+
+def host_config_args(spec: SandboxSpec, volumes: dict[str, str]) -> dict[str, Any]:
+    """Arguments of `create_host_config` for a spec; `volumes` maps target -> volume name."""
+    h, lim = spec.hardening, spec.limits
+    mounts = [Mount(target, name, type="volume", no_copy=True) for target, name in volumes.items()]
+    mounts += [Mount(m.target, str(m.source), type="bind", read_only=m.read_only) for m in spec.mounts]
+    return {
+        "cap_drop": list(h.cap_drop),
+        "cap_add": list(h.cap_add) or None,
+        "security_opt": ["no-new-privileges"] if h.no_new_privileges else None,
+        "read_only": h.read_only_root,
+        "init": h.init,
+        "network_mode": h.network,
+        "runtime": h.runtime,
+        "pids_limit": lim.pids,
+        "mem_limit": lim.memory_bytes,
+        "memswap_limit": lim.memory_bytes,  # equal to the memory limit: no swap
+        "nano_cpus": int(lim.cpus * 1e9),
+        "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={lim.tmp_bytes},mode=1777"},
+        "mounts": mounts,
+        "ulimits": [Ulimit(name="core", soft=0, hard=0)],
+        "log_config": LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+    }
+
+
+class DockerBackend(SandboxBackend):
+    name = "docker"
+
+    def __init__(
+        self,
+        client: docker.DockerClient | None = None,
+        *,
+        owner: L.Owner | None = None,
+        grace_s: float = L.DEFAULT_GRACE_S,
+    ) -> None:
+        self._client_arg = client
+        self._owner = owner
+        self._grace_s = grace_s
+        self._runtimes: set[str] | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        # Connecting talks to the daemon, so it waits for the first real use.
+        if self._client_arg is None:
+            self._client_arg = connect()
+        return self._client_arg
+
+    def create(self, spec: SandboxSpec) -> DockerSandbox:
+        api = self.client.api
+        h, lim = spec.hardening, spec.limits
+        if h.runtime:
+            self.check_runtime(h.runtime)
+        name = L.object_name(spec.run_id, spec.case_id)
+        labels = L.object_labels(
+            run_id=spec.run_id,
+            case_id=spec.case_id,
+            owner=self._owner or L.current_owner(),
+            deadline_epoch=spec.deadline_epoch,
+            extra=spec.extra_labels,
+        )
+        volumes: dict[str, str] = {}
+        container_id: str | None = None
+        try:
+            with docker_errors(f"creating sandbox {name}"):
+                for role, target, size in (
+                    ("workspace", spec.workspace, lim.workspace_bytes),
+                    ("home", spec.home, lim.home_bytes),
+                ):
+                    volume = f"{name}-{role}"
+                    api.create_volume(
+                        volume,
+                        driver="local",
+                        driver_opts=tmpfs_volume_options(size, h.uid, h.gid),
+                        labels={**labels, L.ROLE: role},
+                    )
+                    volumes[target] = volume
+                try:
+                    container_id = api.create_container(
+                        spec.image,
+                        command=["sleep", "infinity"],
+                        name=name,
+                        user=h.user,
+                        environment={**spec.env, "HOME": spec.home},
+                        working_dir=spec.workspace,
+                        labels=labels,
+                        host_config=api.create_host_config(**host_config_args(spec, volumes)),
+                    )["Id"]
+                except docker.errors.ImageNotFound as exc:
+                    raise ImageError(
+                        f"the sandbox image {spec.image} is not present in the Docker daemon",
+                        fix="run `agent-eval-sandbox image build`, or set sandbox.image to an existing image",
+                    ) from exc
+                api.start(container_id)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                remove_container_and_volumes(api, container_id, list(volumes.values()))
+            raise
+        return DockerSandbox(self.client, spec, container_id=container_id, name=name, volumes=list(volumes.values()))
+
+    def check_runtime(self, name: str) -> None:
+        if self._runtimes is None:
+            with docker_errors("listing container runtimes"):
+                self._runtimes = set(self.client.api.info().get("Runtimes") or {})
+        if name not in self._runtimes:
+            raise RuntimeNotRegisteredError(
+                f"container runtime {name!r} is not registered with the Docker daemon "
+                f"(registered: {', '.join(sorted(self._runtimes)) or 'none'})",
+                fix="register it in /etc/docker/daemon.json (for gVisor: `runsc install`) and reload "
+                "dockerd, or unset sandbox.runtime",
+            )
+
+    # ---- cleanup ------------------------------------------------------------------
+
+    def _managed(self, *label_filters: str) -> list[_Object]:
+        """Managed objects matching all label filters, containers first (they hold the volumes)."""
+        filters = {"label": [L.MANAGED_FILTER, *label_filters]}
+        api = self.client.api
+        with docker_errors("listing sandboxes"):
+            containers = api.containers(all=True, filters=filters)
+            volumes = api.volumes(filters=filters).get("Volumes") or []
+        found = [
+            _Object("container", c["Id"], (c.get("Names") or [c["Id"][:12]])[0].lstrip("/"), c.get("Labels") or {})
+            for c in containers
+        ]
+        found += [_Object("volume", v["Name"], v["Name"], v.get("Labels") or {}) for v in volumes]
+        return found
+
+    def _remove_all(
+        self, objects: list[_Object], reason_of: Callable[[Mapping[str, str]], str | None]
+    ) -> list[RemovedObject]:
+        api = self.client.api
+        removed = []
+        for obj in objects:
+            reason = reason_of(obj.labels)
+            if reason is None:
+                continue
+            with docker_errors(f"removing {obj.kind} {obj.name}"):
+                try:
+                    if obj.kind == "container":
+                        api.remove_container(obj.ident, force=True, v=True)
+                    else:
+                        api.remove_volume(obj.ident)
+                except docker.errors.NotFound:
+                    continue  # removed meanwhile, e.g. by its own sandbox's destroy()
+                except docker.errors.APIError as exc:
+                    if obj.kind == "volume" and exc.status_code == 409:
+                        continue  # in use by a container that is kept; it goes with it
+                    raise
+            removed.append(
+                RemovedObject(obj.kind, obj.name, obj.labels.get(L.RUN_ID), obj.labels.get(L.CASE_ID), reason)
+            )
+        return removed
+
+    def destroy_run(self, run_id: str) -> list[RemovedObject]:
+        return self._remove_all(self._managed(f"{L.RUN_ID}={run_id}"), lambda _: f"teardown of run {run_id}")
+
+    def reap_orphans(self) -> list[RemovedObject]:
+        hostname, now = socket.gethostname(), time.time()
+        return self._remove_all(
+            self._managed(),
+            lambda labels: L.orphan_reason(
+                labels, now=now, hostname=hostname, start_time_of=L.proc_start_time, grace_s=self._grace_s
+            ),
+        )
+
+    def gc(self, *, all: bool = False) -> list[RemovedObject]:
+        if not all:
+            return self.reap_orphans()
+        return self._remove_all(self._managed(), lambda _: "gc --all")

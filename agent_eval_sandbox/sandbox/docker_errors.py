@@ -1,0 +1,54 @@
+"""The one boundary where Docker SDK and transport errors become ours."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import docker
+import docker.errors
+import requests
+
+from agent_eval_sandbox.errors import DockerUnavailableError
+from agent_eval_sandbox.sandbox.base import SandboxError
+
+_START_DOCKER = (
+    "start the Docker daemon (e.g. `sudo systemctl start docker`, or `dockerd &`), "
+    "or point DOCKER_HOST at a running one"
+)
+
+
+def _unavailable(action: str, exc: BaseException) -> DockerUnavailableError:
+    text = str(exc)
+    if "Permission denied" in text or "PermissionError" in text:
+        return DockerUnavailableError(
+            f"not allowed to use the Docker daemon while {action}",
+            fix="add your user to the `docker` group (then log in again), or run as root",
+        )
+    return DockerUnavailableError(f"cannot reach the Docker daemon while {action}: {text}", fix=_START_DOCKER)
+
+
+@contextmanager
+def docker_errors(action: str) -> Iterator[None]:
+    """Map errors of the layer below: daemon gone -> DockerUnavailableError, API failure -> SandboxError.
+
+    Callers that expect a specific API error (a missing image, a missing path)
+    catch it inside this block, before it is mapped.
+    """
+    try:
+        yield
+    # wait()/reads that time out surface as ConnectionError (not ReadTimeout) in this SDK.
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+        raise _unavailable(action, exc) from exc
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"{action} failed: {exc.explanation or exc}") from exc
+    except docker.errors.DockerException as exc:
+        # Raised by client creation when it cannot fetch the server's API version.
+        raise _unavailable(action, exc) from exc
+
+
+def connect() -> docker.DockerClient:
+    """A client for the daemon the environment points at (DOCKER_HOST, default socket)."""
+    with docker_errors("connecting"):
+        # Parallel cases each hold a hijacked exec connection besides their API calls.
+        return docker.from_env(timeout=300, max_pool_size=64)

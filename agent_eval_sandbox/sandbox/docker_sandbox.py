@@ -1,0 +1,500 @@
+"""One case's Docker container: exec with deadlines, copy in and out, freeze, destroy.
+
+The container's main process idles (`sleep infinity` under docker-init);
+everything runs through `docker exec`. The workspace and $HOME are tmpfs-backed
+volumes: the archive API sees them, but their data lives only while the
+container does, so results are copied out while it is running or paused,
+never after it stopped. At a deadline the container is paused, which freezes
+every process at once (fork bombs included) and keeps the files.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import docker
+import docker.errors
+from docker.utils.socket import frames_iter
+
+from agent_eval_sandbox.sandbox.archive import (
+    ChunkStream,
+    CopyReport,
+    TarSummary,
+    extract_tar,
+    tar_from_dir,
+    tar_from_files,
+)
+from agent_eval_sandbox.sandbox.base import (
+    CopyInReport,
+    ExecResult,
+    MiB,
+    OnTimeout,
+    Sandbox,
+    SandboxError,
+    SandboxSpec,
+)
+from agent_eval_sandbox.sandbox.docker_errors import docker_errors
+from agent_eval_sandbox.sandbox.outcome import PROBE_CMD, CgroupCounters, classify_end, parse_probe
+
+# Set on "kill_exec" commands so that their processes (and children that
+# inherit the environment) can be found and killed inside the sandbox: the
+# exec's pid on the host is not visible to a controller running elsewhere.
+EXEC_MARKER = "AGENT_EVAL_EXEC"
+_KILLER = (
+    "import os,sys\n"
+    "mark=sys.argv[1].encode()\n"
+    "for _ in range(20):\n"
+    "  hit=0\n"
+    "  for p in os.listdir('/proc'):\n"
+    "    if not p.isdigit(): continue\n"
+    "    try:\n"
+    "      if mark not in open('/proc/'+p+'/environ','rb').read().split(b'\\0'): continue\n"
+    "      hit=1\n"
+    "      try: os.killpg(int(p),9)\n"
+    "      except OSError: pass\n"
+    "      os.kill(int(p),9)\n"
+    "    except OSError: pass\n"
+    "  if not hit: break\n"
+)
+# Kills every process of the sandbox but pid 1 (docker-init), the idle main
+# process (the oldest other one: nothing started later can be older) and itself.
+_REAPER = (
+    "import os\n"
+    "me=os.getpid()\n"
+    "def procs():\n"
+    "  out=[]\n"
+    "  for p in os.listdir('/proc'):\n"
+    "    if not p.isdigit() or int(p) in (1,me): continue\n"
+    "    try: out.append((int(open('/proc/'+p+'/stat').read().rsplit(')',1)[1].split()[19]),int(p)))\n"
+    "    except (OSError,IndexError,ValueError): pass\n"
+    "  return sorted(out)\n"
+    "for _ in range(50):\n"
+    "  rest=procs()[1:]\n"
+    "  if not rest: raise SystemExit(0)\n"
+    "  for _,pid in rest:\n"
+    "    try: os.kill(pid,9)\n"
+    "    except OSError: pass\n"
+    "raise SystemExit(1)\n"
+)
+_KILL_WAIT_S = 5.0
+# After the command exited, output its last writes may still be in flight.
+_LINGER_S = 0.3
+_MAX_POLL_S = 1.0
+_GO_MODE_DIR = 1 << 31  # os.ModeDir in the stat header of Docker's archive API
+
+
+class _Pump(threading.Thread):
+    """Copies an exec's multiplexed output to its sinks until EOF or close()."""
+
+    def __init__(self, sock: Any, stdout: BinaryIO | None, stderr: BinaryIO | None, cap: int) -> None:
+        super().__init__(daemon=True, name="sandbox-exec-output")
+        self._sock = sock
+        self._raw: socket.socket = getattr(sock, "_sock", sock)
+        self._raw.settimeout(None)  # long commands are silent for minutes
+        self._sinks: dict[int, BinaryIO | None] = {1: stdout, 2: stderr}
+        self._kept = {1: bytearray(), 2: bytearray()}
+        self._written = {1: 0, 2: 0}
+        self._cap = cap
+        self.truncated = False
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for stream, data in frames_iter(self._sock, tty=False):
+                if stream in self._sinks:
+                    self._write(stream, data)
+        except OSError:
+            pass  # the socket was shut down by close()
+        except BaseException as exc:  # a sink that failed (disk full, closed file)
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _write(self, stream: int, data: bytes) -> None:
+        room = self._cap - self._written[stream]
+        if len(data) > room:
+            self.truncated = True
+            data = data[: max(room, 0)]
+        if not data:
+            return
+        self._written[stream] += len(data)
+        sink = self._sinks[stream]
+        if sink is None:
+            self._kept[stream] += data
+        else:
+            sink.write(data)
+            sink.flush()
+
+    def feed(self, data: bytes) -> None:
+        def send() -> None:
+            try:
+                self._raw.sendall(data)
+                self._raw.shutdown(socket.SHUT_WR)  # EOF on the command's stdin
+            except OSError:
+                pass  # the command exited without reading all of it
+
+        threading.Thread(target=send, daemon=True, name="sandbox-exec-stdin").start()
+
+    def close(self) -> None:
+        try:
+            self._raw.shutdown(socket.SHUT_RDWR)  # wakes the reader if a child still holds stdout
+        except OSError:
+            pass
+        self.join(timeout=5)
+        self._sock.close()
+
+    def kept(self, stream: int) -> bytes | None:
+        return bytes(self._kept[stream]) if self._sinks[stream] is None else None
+
+
+class DockerSandbox(Sandbox):
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        spec: SandboxSpec,
+        *,
+        container_id: str,
+        name: str,
+        volumes: Sequence[str],
+    ) -> None:
+        self._api = client.api
+        self._spec = spec
+        self._id = container_id
+        self._name = name
+        self._volumes = tuple(volumes)
+        self._lock = threading.Lock()
+        self._frozen = threading.Event()
+        self._destroyed = False
+        # A new container's cgroup starts at zero; every probe moves this forward.
+        self._counters = CgroupCounters(oom_kills=0, pids_refused=0)
+
+    @property
+    def spec(self) -> SandboxSpec:
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def container_id(self) -> str:
+        return self._id
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen.is_set()
+
+    def _require_running(self, action: str) -> None:
+        if self._destroyed:
+            raise SandboxError(f"cannot {action}: sandbox {self._name} was destroyed")
+        if self._frozen.is_set():
+            raise SandboxError(f"cannot {action}: sandbox {self._name} is frozen (its deadline passed)")
+
+    # ---- exec ---------------------------------------------------------------------
+
+    def exec(
+        self,
+        cmd: Sequence[str],
+        *,
+        user: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        stdout: BinaryIO | None = None,
+        stderr: BinaryIO | None = None,
+        timeout: float | None = None,
+        on_timeout: OnTimeout = "freeze",
+        max_output_bytes: int = 64 * MiB,
+    ) -> ExecResult:
+        self._require_running("run a command")
+        environment = dict(env or {})
+        marker = None
+        if on_timeout == "kill_exec":
+            marker = secrets.token_hex(8)
+            environment[EXEC_MARKER] = marker
+        started = time.monotonic()
+        deadline = started + timeout if timeout is not None else None
+        before = self._counters
+        with docker_errors(f"starting {list(cmd)[:1]} in sandbox {self._name}"):
+            exec_id = self._api.exec_create(
+                self._id,
+                list(cmd),
+                stdout=True,
+                stderr=True,
+                stdin=stdin is not None,
+                user=user or "",
+                environment=environment or None,
+                workdir=cwd,
+            )["Id"]
+            pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
+        pump.start()
+        if stdin is not None:
+            pump.feed(stdin)
+        exit_code: int | None = None
+        deadline_hit = False
+        after: CgroupCounters | None = None
+        try:
+            info = self._wait(exec_id, pump, deadline)
+            if info is None:
+                deadline_hit = True
+                if on_timeout == "kill_exec" and marker is not None:
+                    exit_code = self._kill_exec(exec_id, marker, user)
+                else:
+                    after = self._probe(attempts=1)  # now: a paused sandbox runs nothing, not even a probe
+                    self.freeze()
+            else:
+                exit_code = info["ExitCode"]
+        finally:
+            pump.close()
+        duration = time.monotonic() - started
+        if pump.error is not None:
+            raise pump.error
+        if not self._frozen.is_set():
+            # If the command left a child holding its output open, the daemon
+            # takes ~2-4 s to let the next exec (this probe) start.
+            after = self._probe()
+        if exit_code is None and not deadline_hit:
+            raise SandboxError(f"a command in sandbox {self._name} vanished without an exit code")
+        if after is not None:
+            oom: int | None = after.oom_kills - before.oom_kills
+            pids_hit = after.pids_refused > before.pids_refused
+        else:
+            oom, pids_hit = None, self._pids_exhausted()
+        reason, sig = classify_end(exit_code=exit_code, deadline_hit=deadline_hit, oom_kills=oom)
+        return ExecResult(
+            exit_code=exit_code,
+            end_reason=reason,
+            signal=sig,
+            duration_s=duration,
+            oom_kills=oom,
+            pids_limit_hit=pids_hit,
+            stdout=pump.kept(1),
+            stderr=pump.kept(2),
+            output_truncated=pump.truncated,
+        )
+
+    def _inspect(self, exec_id: str) -> dict[str, Any]:
+        try:
+            with docker_errors(f"watching a command in sandbox {self._name}"):
+                return self._api.exec_inspect(exec_id)
+        except SandboxError:
+            if self._destroyed:
+                raise SandboxError(f"sandbox {self._name} was destroyed while a command ran") from None
+            raise
+
+    def _wait(self, exec_id: str, pump: _Pump, deadline: float | None) -> dict[str, Any] | None:
+        """The final exec_inspect, or None when the deadline (or a freeze) came first.
+
+        The output stream's end is only a hint: a background child can keep it
+        open after the command exited, and a command can close it and go on.
+        """
+        poll = 0.05
+        while True:
+            if self._destroyed:
+                raise SandboxError(f"sandbox {self._name} was destroyed while a command ran")
+            now = time.monotonic()
+            if (deadline is not None and now >= deadline) or self._frozen.is_set():
+                return None
+            wait = poll if deadline is None else min(poll, deadline - now)
+            if pump.done.is_set():
+                self._frozen.wait(wait)
+            else:
+                pump.done.wait(wait)
+            info = self._inspect(exec_id)
+            if self._destroyed:  # its end was the removal, not the command's own
+                raise SandboxError(f"sandbox {self._name} was destroyed while a command ran")
+            if not info["Running"]:
+                pump.done.wait(_LINGER_S)
+                return info
+            poll = min(poll * 1.5, _MAX_POLL_S)
+
+    def _kill_exec(self, exec_id: str, marker: str, user: str | None) -> int | None:
+        """Kill the command's processes only; if that fails, freeze the sandbox."""
+        try:
+            with docker_errors(f"killing a command in sandbox {self._name}"):
+                killer = self._api.exec_create(
+                    self._id, ["python3", "-c", _KILLER, f"{EXEC_MARKER}={marker}"], user=user or ""
+                )
+                self._api.exec_start(killer["Id"])
+            end = time.monotonic() + _KILL_WAIT_S
+            while time.monotonic() < end:
+                info = self._inspect(exec_id)
+                if not info["Running"]:
+                    return info["ExitCode"]
+                time.sleep(0.05)
+        except SandboxError:
+            if self._destroyed:
+                raise
+        self.freeze()
+        return None
+
+    def _probe(self, attempts: int = 3) -> CgroupCounters | None:
+        """The sandbox's cgroup counters, read by a command inside it.
+
+        With the pids table full even this command may fail to start; a
+        short-lived fork bomb frees it again within moments, hence the retries.
+        """
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(0.2)
+            try:
+                with docker_errors("reading cgroup counters"):
+                    probe = self._api.exec_create(self._id, list(PROBE_CMD), user="")
+                    output = self._api.exec_start(probe["Id"])
+            except SandboxError:
+                continue
+            counters = parse_probe(output.decode(errors="replace"))
+            if counters is not None:
+                self._counters = counters
+                return counters
+        return None
+
+    def _pids_exhausted(self) -> bool | None:
+        """From the daemon's stats, for when no probe can start (a full pids table stops exec too)."""
+        try:
+            with docker_errors("reading sandbox stats"):
+                pids = self._api.stats(self._id, stream=False, one_shot=True).get("pids_stats") or {}
+        except SandboxError:
+            return None
+        if "current" not in pids or not pids.get("limit"):
+            return None
+        return bool(pids["current"] >= pids["limit"])
+
+    # ---- files --------------------------------------------------------------------
+
+    def copy_in(self, src_dir: Path, dest: str, *, exclude: Callable[[str], bool] | None = None) -> CopyInReport:
+        return self._put(dest, lambda out: tar_from_dir(src_dir, out, uid=self._uid, gid=self._gid, exclude=exclude))
+
+    def copy_in_files(self, files: Mapping[str, bytes], dest: str, *, mode: int = 0o644) -> CopyInReport:
+        return self._put(dest, lambda out: tar_from_files(files, out, uid=self._uid, gid=self._gid, mode=mode))
+
+    @property
+    def _uid(self) -> int:
+        return self._spec.hardening.uid
+
+    @property
+    def _gid(self) -> int:
+        return self._spec.hardening.gid
+
+    def _put(self, dest: str, write_tar: Callable[[BinaryIO], TarSummary]) -> CopyInReport:
+        self._require_running("copy files in")
+        with tempfile.SpooledTemporaryFile(max_size=32 * MiB) as buf:
+            summary = write_tar(buf)  # type: ignore[arg-type]
+            with docker_errors(f"copying files into {dest} of sandbox {self._name}"):
+                buf.seek(0)
+                try:
+                    self._api.put_archive(self._id, dest, buf)
+                except docker.errors.NotFound:
+                    made = self.exec(["mkdir", "-p", "--", dest])
+                    if not made.ok:
+                        raise SandboxError(
+                            f"cannot create {dest} in sandbox {self._name}: "
+                            f"{(made.stderr or b'').decode(errors='replace').strip()}"
+                        ) from None
+                    buf.seek(0)
+                    self._api.put_archive(self._id, dest, buf)
+        return CopyInReport(files=summary.files, bytes=summary.bytes, skipped=summary.skipped)
+
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyReport:
+        if self._destroyed:
+            raise SandboxError(f"cannot copy {src} out: sandbox {self._name} was destroyed")
+        with docker_errors(f"copying {src} out of sandbox {self._name}"):
+            try:
+                chunks, st = self._api.get_archive(self._id, src, chunk_size=MiB)
+            except docker.errors.NotFound as exc:
+                if "No such container" in str(exc.explanation):
+                    raise
+                return CopyReport(found=False)
+            strip = st["name"] if st["mode"] & _GO_MODE_DIR else None
+            try:
+                return extract_tar(
+                    io.BufferedReader(ChunkStream(chunks), buffer_size=MiB),
+                    dest_dir,
+                    strip_top=strip,
+                    max_bytes=max_bytes,
+                    max_files=max_files,
+                )
+            finally:
+                chunks.close()
+
+    # ---- lifecycle ----------------------------------------------------------------
+
+    def freeze(self) -> None:
+        with self._lock:
+            if self._destroyed or self._frozen.is_set():
+                return
+            try:
+                with docker_errors(f"freezing sandbox {self._name}"):
+                    self._api.pause(self._id)
+            except SandboxError:
+                # Already paused is fine; anything else leaves it unfrozen.
+                state = self._state()
+                if not state.get("Paused"):
+                    raise
+            self._frozen.set()
+
+    def thaw(self) -> bool:
+        with self._lock:
+            if self._destroyed:
+                return False
+            if not self._frozen.is_set():
+                return True
+            with docker_errors(f"resuming sandbox {self._name}"):
+                self._api.unpause(self._id)
+            # Resumed processes (a fork bomb too) run again from here: kill them at
+            # once, retrying while a full pids table refuses the reaper's exec.
+            for attempt in range(20):
+                try:
+                    with docker_errors("killing the processes of a resumed sandbox"):
+                        reaper = self._api.exec_create(self._id, ["python3", "-c", _REAPER], user=self._spec.hardening.user)
+                        self._api.exec_start(reaper["Id"])
+                        if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:
+                            self._frozen.clear()
+                            return True
+                except SandboxError:
+                    pass
+                time.sleep(0.1 * (attempt + 1))
+            with docker_errors(f"freezing sandbox {self._name}"):
+                self._api.pause(self._id)
+            return False
+
+    def _state(self) -> dict[str, Any]:
+        with docker_errors(f"inspecting sandbox {self._name}"):
+            return self._api.inspect_container(self._id)["State"]
+
+    def destroy(self) -> None:
+        with self._lock:
+            self._destroyed = True
+            self._frozen.set()  # wakes any exec still waiting on this sandbox
+            remove_container_and_volumes(self._api, self._id, self._volumes)
+
+
+def remove_container_and_volumes(api: docker.APIClient, container: str | None, volumes: Sequence[str]) -> None:
+    """Remove a container (killing it, paused or not) and then its volumes; missing is fine."""
+    with docker_errors("removing a sandbox"):
+        if container is not None:
+            try:
+                api.remove_container(container, force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+        for volume in volumes:
+            for attempt in range(20):
+                try:
+                    api.remove_volume(volume, force=True)
+                    break
+                except docker.errors.NotFound:
+                    break
+                except docker.errors.APIError as exc:
+                    # 409: the container's removal has not released it yet.
+                    if exc.status_code != 409 or attempt == 19:
+                        raise
+                    time.sleep(0.1)

@@ -1,0 +1,152 @@
+"""The hardening is in effect: as Docker reports it, and as a process inside meets it."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_eval_sandbox.errors import RuntimeNotRegisteredError
+from agent_eval_sandbox.sandbox import labels as L
+from agent_eval_sandbox.sandbox.base import Hardening, Limits, SandboxSpec
+
+from .conftest import leftovers
+
+pytestmark = pytest.mark.docker
+
+MiB = 1024 * 1024
+SMALL = Limits(
+    cpus=0.5, memory_bytes=256 * MiB, pids=128, workspace_bytes=8 * MiB, tmp_bytes=4 * MiB, home_bytes=4 * MiB
+)
+
+
+def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id):
+    sandbox = make_sandbox("inspect", limits=SMALL)
+    api = backend.client.api
+    info = api.inspect_container(sandbox.container_id)
+    host = info["HostConfig"]
+    assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["Init"] is True
+    assert host["NetworkMode"] == "none"
+    assert host["PidsLimit"] == 128
+    assert host["Memory"] == host["MemorySwap"] == 256 * MiB
+    assert host["NanoCpus"] == 500_000_000
+    assert host["Tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={4 * MiB},mode=1777"}
+    assert info["Config"]["User"] == "1000:1000"
+    assert info["State"]["Running"] is True
+
+    labels = info["Config"]["Labels"]
+    assert labels[L.MANAGED] == "1" and labels[L.RUN_ID] == run_id and labels[L.CASE_ID] == "inspect"
+    assert labels[L.OWNER] == L.current_owner().label()
+    assert int(labels[L.DEADLINE]) > 0
+
+    mounts = {m["Destination"]: m for m in info["Mounts"]}
+    assert mounts["/workspace"]["Type"] == mounts["/home/agent"]["Type"] == "volume"
+    for target, size in (("/workspace", 8 * MiB), ("/home/agent", 4 * MiB)):
+        volume = api.inspect_volume(mounts[target]["Name"])
+        assert volume["Options"]["type"] == "tmpfs"
+        assert f"size={size}" in volume["Options"]["o"]
+        assert volume["Labels"][L.RUN_ID] == run_id and volume["Labels"][L.OWNER] == labels[L.OWNER]
+
+
+def test_the_agent_user_is_unprivileged_offline_and_read_only(make_sandbox):
+    sandbox = make_sandbox("agent", limits=SMALL)
+
+    def run(*cmd: str):
+        return sandbox.exec(list(cmd))
+
+    assert run("id", "-u").stdout == b"1000\n"
+    status = run("cat", "/proc/self/status").stdout.decode()
+    assert "CapEff:\t0000000000000000" in status and "NoNewPrivs:\t1" in status
+
+    touch = run("touch", "/usr/evil")
+    assert touch.exit_code != 0 and b"Read-only file system" in touch.stderr
+
+    setuid = run("python3", "-c", "import os; os.setuid(0)")
+    assert setuid.exit_code == 1 and b"PermissionError" in setuid.stderr
+
+    interfaces = [line.split(":")[0].strip() for line in run("cat", "/proc/net/dev").stdout.decode().splitlines()[2:]]
+    assert interfaces == ["lo"]
+    connect = run(
+        "python3",
+        "-c",
+        "import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)",
+    )
+    assert connect.exit_code == 1 and b"Network is unreachable" in connect.stderr
+
+    version = run("claude", "--version")
+    assert version.ok and b"(Claude Code)" in version.stdout
+
+
+def test_even_root_inside_has_no_capabilities(make_sandbox):
+    sandbox = make_sandbox("root", limits=SMALL)
+
+    def as_root(*cmd: str):
+        return sandbox.exec(list(cmd), user="0:0")
+
+    assert as_root("id", "-u").stdout == b"0\n"
+    assert "CapEff:\t0000000000000000" in as_root("cat", "/proc/self/status").stdout.decode()
+    assert as_root("touch", "/tmp/f").ok
+    chown = as_root("chown", "1234", "/tmp/f")  # needs CAP_CHOWN
+    assert chown.exit_code != 0 and b"Operation not permitted" in chown.stderr
+    raw = as_root("python3", "-c", "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)")  # CAP_NET_RAW
+    assert raw.exit_code == 1 and b"PermissionError" in raw.stderr
+    write_root = as_root("sh", "-c", "echo x > /evil")
+    assert write_root.exit_code != 0 and b"Read-only file system" in write_root.stderr
+    setuid = as_root("python3", "-c", "import os; os.setuid(1000)")  # needs CAP_SETUID, even downwards
+    assert setuid.exit_code == 1 and b"PermissionError" in setuid.stderr
+
+
+@pytest.mark.parametrize(("path", "cap_mib"), [("/workspace", 8), ("/tmp", 4), ("/home/agent", 4)])
+def test_writable_places_are_size_capped(make_sandbox, path, cap_mib):
+    sandbox = make_sandbox("disk", limits=SMALL)
+    fill = sandbox.exec(["sh", "-c", f"head -c {(cap_mib + 1) * MiB} /dev/zero > {path}/big"])
+    assert fill.exit_code != 0 and b"No space left on device" in fill.stderr
+    size = sandbox.exec(["stat", "-c", "%s", f"{path}/big"])
+    assert int(size.stdout) <= cap_mib * MiB
+    assert sandbox.exec(["true"]).ok  # full disk, working sandbox
+
+
+def test_the_image_is_what_the_design_says(backend, sandbox_image, make_sandbox):
+    config = backend.client.api.inspect_image(sandbox_image)["Config"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    for switch in (
+        "DISABLE_AUTOUPDATER",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING",
+    ):
+        assert env[switch] == "1"
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "2" and env["HOME"] == "/home/agent"
+    assert config["User"] == "1000:1000" and config["WorkingDir"] == "/workspace"
+    assert config["Cmd"] == ["sleep", "infinity"]
+    assert config["Labels"]["agent-eval-sandbox.claude-version"] == "2.1.332"
+
+    sandbox = make_sandbox("image", limits=SMALL)
+    owners = sandbox.exec(["stat", "-c", "%U %a %n", "/usr/local/bin/claude", "/opt/agent-eval"]).stdout.decode()
+    assert owners.splitlines() == ["root 755 /usr/local/bin/claude", "root 755 /opt/agent-eval"]
+    assert not sandbox.exec(["sh", "-c", "touch /opt/agent-eval/x"]).ok
+    tools = sandbox.exec(["sh", "-c", "for t in python3 git ps; do command -v $t || exit 1; done; getent passwd agent"])
+    assert tools.ok and tools.stdout.decode().splitlines() == [
+        "/usr/bin/python3",
+        "/usr/bin/git",
+        "/usr/bin/ps",
+        "agent:x:1000:1000::/home/agent:/bin/bash",
+    ]
+    # Every in-container script (whatever inside/ holds) is root-owned and read-only for the agent.
+    modes = sandbox.exec(["sh", "-c", "find /opt/agent-eval -printf '%y %u %m\\n' | sort -u"]).stdout.decode()
+    assert set(modes.splitlines()) <= {"d root 755", "f root 644"} and "d root 755" in modes
+
+
+def test_an_unregistered_runtime_is_refused_before_anything_is_created(backend, sandbox_image, run_id):
+    spec = SandboxSpec(
+        image=sandbox_image,
+        run_id=run_id,
+        case_id="rt",
+        deadline_epoch=0,
+        hardening=Hardening(runtime="no-such-runtime"),
+    )
+    with pytest.raises(RuntimeNotRegisteredError) as err:
+        backend.create(spec)
+    assert "'no-such-runtime'" in err.value.message and "runc" in err.value.message
+    assert leftovers(backend, run_id) == []

@@ -1,0 +1,78 @@
+"""Nothing leaks: a signalled controller cleans up at once; a killed one is reaped later."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_eval_sandbox.sandbox import labels as L
+from agent_eval_sandbox.sandbox.base import SandboxSpec
+
+from .conftest import leftovers
+
+pytestmark = pytest.mark.docker
+
+CONTROLLER = Path(__file__).with_name("controller.py")
+REPO = Path(__file__).resolve().parents[3]
+
+
+def start_controller(run_id: str, image: str, count: int = 2) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(CONTROLLER), run_id, image, str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line == "ready\n", proc.stderr.read() if proc.stderr else line
+    return proc
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_removes_the_runs_containers_and_volumes_within_seconds(backend, sandbox_image, run_id, sig, code):
+    proc = start_controller(run_id, sandbox_image)
+    try:
+        assert len(leftovers(backend, run_id)) == 2 + 4  # two containers, two volumes each
+        started = time.monotonic()
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == code
+        assert time.monotonic() - started < 10
+        assert leftovers(backend, run_id) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image, run_id, make_sandbox):
+    alive = make_sandbox("mine-and-alive")  # owned by this live process: must survive the reap
+    proc = start_controller(run_id, sandbox_image)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    orphans = [item for item in leftovers(backend, run_id) if "mine-and-alive" not in item]
+    assert len(orphans) == 2 + 4
+
+    removed = [r for r in backend.reap_orphans() if r.run_id == run_id]
+    assert sorted(r.kind for r in removed) == ["container"] * 2 + ["volume"] * 4
+    assert all(r.reason == f"owner process {proc.pid} on {L.current_owner().host} is gone" for r in removed)
+    assert {r.case_id for r in removed} == {"case-0", "case-1"}
+    remaining = leftovers(backend, run_id)
+    assert len(remaining) == 3 and all("mine-and-alive" in item for item in remaining)
+    assert alive.exec(["true"]).ok
+    assert [r for r in backend.gc() if r.run_id == run_id] == []  # gc without --all = reap: nothing more
+
+
+def test_objects_long_past_their_deadline_are_reaped_whoever_owns_them(backend, sandbox_image, run_id):
+    stale = backend.create(SandboxSpec(sandbox_image, run_id, "stale", deadline_epoch=time.time() - 3600))
+    removed = [r for r in backend.reap_orphans() if r.run_id == run_id]
+    assert sorted(r.kind for r in removed) == ["container", "volume", "volume"]
+    assert all(r.reason.startswith("deadline passed") for r in removed)
+    assert leftovers(backend, run_id) == []
+    stale.destroy()  # still idempotent after someone else removed it

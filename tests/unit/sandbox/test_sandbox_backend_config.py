@@ -1,0 +1,104 @@
+"""The spec -> Docker arguments mapping and the backend registry (no daemon is contacted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_eval_sandbox.errors import ConfigError, DockerUnavailableError
+from agent_eval_sandbox.sandbox import registry
+from agent_eval_sandbox.sandbox.base import BindMount, Hardening, Limits, SandboxSpec
+from agent_eval_sandbox.sandbox.docker_backend import DockerBackend, host_config_args, tmpfs_volume_options
+
+MiB = 1024 * 1024
+
+
+def spec(**changes) -> SandboxSpec:
+    return SandboxSpec(image="img", run_id="r", case_id="c", deadline_epoch=0, **changes)
+
+
+def test_defaults_are_hardened():
+    args = host_config_args(spec(), {"/workspace": "v-ws", "/home/agent": "v-home"})
+    assert args["cap_drop"] == ["ALL"] and args["cap_add"] is None
+    assert args["security_opt"] == ["no-new-privileges"]
+    assert args["read_only"] is True and args["init"] is True
+    assert args["network_mode"] == "none" and args["runtime"] is None
+    assert args["pids_limit"] == 512
+    assert args["mem_limit"] == args["memswap_limit"] == 2 * 1024 * MiB
+    assert args["nano_cpus"] == 1_000_000_000
+    assert args["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={256 * MiB},mode=1777"}
+    assert {(m["Target"], m["Source"], m["Type"], m["VolumeOptions"]["NoCopy"]) for m in args["mounts"]} == {
+        ("/workspace", "v-ws", "volume", True),
+        ("/home/agent", "v-home", "volume", True),
+    }
+    assert args["log_config"].type == "json-file" and args["log_config"].config["max-size"] == "1m"
+
+
+def test_overrides_and_bind_mounts():
+    args = host_config_args(
+        spec(
+            limits=Limits(cpus=0.5, memory_bytes=256 * MiB, pids=64, tmp_bytes=MiB),
+            hardening=Hardening(cap_add=("NET_BIND_SERVICE",), no_new_privileges=False, runtime="runsc-nonet"),
+            mounts=(BindMount(Path("/run/gw"), "/run/gateway"), BindMount(Path("/data"), "/data", read_only=False)),
+        ),
+        {},
+    )
+    assert args["cap_add"] == ["NET_BIND_SERVICE"] and args["security_opt"] is None
+    assert args["runtime"] == "runsc-nonet"
+    assert (args["nano_cpus"], args["pids_limit"], args["mem_limit"]) == (500_000_000, 64, 256 * MiB)
+    assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in args["mounts"]] == [
+        ("/run/gw", "/run/gateway", True),
+        ("/data", "/data", False),
+    ]
+
+
+def test_tmpfs_volumes_are_capped_and_owned_by_the_sandbox_user():
+    assert tmpfs_volume_options(64 * MiB, 1000, 1001) == {
+        "type": "tmpfs",
+        "device": "tmpfs",
+        "o": f"size={64 * MiB},uid=1000,gid=1001,mode=0755,nosuid,nodev",
+    }
+
+
+@pytest.mark.parametrize("user", ["agent", "1000:agent", "", "-1"])
+def test_non_numeric_users_are_refused(user):
+    with pytest.raises(ValueError):
+        Hardening(user=user)
+
+
+def test_uid_gid():
+    assert (Hardening(user="1234").uid, Hardening(user="1234").gid) == (1234, 1234)
+    assert (Hardening(user="1:2").uid, Hardening(user="1:2").gid) == (1, 2)
+
+
+def test_limits_must_be_positive():
+    with pytest.raises(ValueError, match="pids"):
+        Limits(pids=0)
+
+
+def test_registry_builds_docker_lazily_and_names_the_choices_on_a_typo():
+    assert registry.backend_names() == ["docker"]
+    assert isinstance(registry.get_backend("docker", client=object()), DockerBackend)
+    with pytest.raises(ConfigError) as err:
+        registry.get_backend("dokcer")
+    assert "sandbox.backend" in str(err.value) and "docker" in err.value.fix
+
+
+def test_registering_a_backend(monkeypatch):
+    monkeypatch.setattr(registry, "_registered", {})
+    sentinel = object()
+    registry.register_backend("fake", lambda **kw: sentinel)  # type: ignore[arg-type,return-value]
+    assert registry.get_backend("fake") is sentinel
+    assert registry.backend_names() == ["docker", "fake"]
+    with pytest.raises(ValueError):
+        registry.register_backend("docker", lambda **kw: sentinel)  # type: ignore[arg-type,return-value]
+
+
+def test_an_unreachable_daemon_is_one_clear_user_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    backend = DockerBackend()  # constructing talks to nothing
+    with pytest.raises(DockerUnavailableError) as err:
+        backend.gc()
+    assert "cannot reach the Docker daemon" in err.value.message
+    assert "DOCKER_HOST" in err.value.fix and "\n" not in str(err.value)
