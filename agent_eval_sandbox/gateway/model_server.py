@@ -1,0 +1,218 @@
+"""The scripted model server: a Messages API endpoint that answers from a script.
+
+Offline runs put it behind the gateway as the upstream; tests and LLM judges
+talk to it directly. It serves the real CLI (streaming) and the `anthropic`
+SDK (streaming and not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from typing import Any
+
+from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
+from agent_eval_sandbox.gateway.replies import estimate_tokens, exhausted_step, new_id, reply_message
+from agent_eval_sandbox.gateway.routes import Route, classify
+from agent_eval_sandbox.gateway.script import Script, load_script, select_step_index, tool_choice_conflict
+from agent_eval_sandbox.gateway.sse import encode_event, message_events
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServedRequest:
+    """One request as the server saw it (for tests and debugging)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    step_index: int | None
+    status: int
+
+
+class _ScriptHandler(MessagesApiHandler):
+    server: _ScriptHTTPServer
+
+    def _dispatch(self) -> None:
+        try:
+            raw = self.read_body()
+        except BodyError as exc:
+            self.close_connection = True
+            self.send_api_error(exc.status, "invalid_request_error", exc.message)
+            self._record(None, None, exc.status)
+            return
+        route = classify(self.command, self.path)
+        if route is Route.PROBE:
+            self.send_json(200, {"status": "ok", "server": "agent-eval-sandbox scripted model server"})
+            self._record(None, None, 200)
+        elif route is Route.OTHER:
+            self._not_found(None)
+        else:
+            self._answer_post(route, raw)
+
+    do_HEAD = do_GET = do_POST = _dispatch
+
+    def _answer_post(self, route: Route, raw: bytes) -> None:
+        try:
+            request = json.loads(raw or b"null")
+        except json.JSONDecodeError as exc:
+            self.send_api_error(400, "invalid_request_error", f"request body is not JSON: {exc}")
+            self._record(raw.decode("utf-8", "replace"), None, 400)
+            return
+        if not isinstance(request, dict):
+            self.send_api_error(400, "invalid_request_error", "request body must be a JSON object")
+            self._record(request, None, 400)
+        elif route is Route.MESSAGES:
+            self._answer_messages(request)
+        else:
+            self.send_json(200, {"input_tokens": estimate_tokens(request)})
+            self._record(request, None, 200)
+
+    def _not_found(self, body: Any) -> None:
+        self.send_api_error(404, "not_found_error", f"the scripted model server has no {self.command} {self.path}")
+        self._record(body, None, 404)
+
+    def _answer_messages(self, request: dict[str, Any]) -> None:
+        script = self.server.script
+        index = self.server.next_step_index(request)
+        step = script.step_at(index)
+        where = f"script {script.source}, step {index}"
+        if step is None:
+            step = exhausted_step(index, len(script.steps))
+            where = f"script {script.source} (exhausted: {len(script.steps)} steps), request for step {index}"
+        conflict = tool_choice_conflict(step, request.get("tool_choice"))
+        if conflict:
+            self.send_api_error(400, "invalid_request_error", f"{where}: {conflict}")
+            self._record(request, index, 400)
+            return
+        if step.delay_s:
+            time.sleep(step.delay_s)
+        if step.error is not None:
+            self.send_api_error(step.error.http_status, step.error.error_type, step.error.message)
+            self._record(request, index, step.error.http_status)
+            return
+        message = reply_message(step, request)
+        headers = [("request-id", new_id("req_"))]
+        if request.get("stream"):
+            self.start_chunked(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers])
+            for name, data in message_events(message):
+                self.write_chunk(encode_event(name, data))
+            self.end_chunked()
+        else:
+            self.send_json(200, message, headers)
+        self._record(request, index, 200)
+
+    def _record(self, body: Any, step_index: int | None, status: int) -> None:
+        self.server.requests.append(
+            ServedRequest(self.command, self.path, dict(self.headers.items()), body, step_index, status)
+        )
+
+
+class _ScriptHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], script: Script, requests: list[ServedRequest]) -> None:
+        super().__init__(address, _ScriptHandler)
+        self.script = script
+        self.requests = requests
+        self._lock = threading.Lock()
+        self._served = 0
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that hangs up mid-response is routine, not a traceback on stderr.
+        log.debug("scripted model server: connection error", exc_info=True)
+
+    def next_step_index(self, request: dict[str, Any]) -> int:
+        with self._lock:
+            index = select_step_index(self.script.advance, request, self._served)
+            self._served += 1
+            return index
+
+
+class ScriptedModelServer:
+    """A scripted Messages API server on a background thread.
+
+    with ScriptedModelServer("script.yaml") as server:
+        env["ANTHROPIC_BASE_URL"] = server.url
+    """
+
+    def __init__(self, script: Script | str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0) -> None:
+        self.script = script if isinstance(script, Script) else load_script(os.fspath(script))
+        self.host = host
+        self.port = port
+        self._requests: list[ServedRequest] = []
+        self._server: _ScriptHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ScriptedModelServer:
+        if self._server is None:
+            self._server = _ScriptHTTPServer((self.host, self.port), self.script, self._requests)
+            self.port = self._server.server_address[1]
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, args=(0.1,), name="scripted-model-server", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the scripted model server is not started")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def requests(self) -> list[ServedRequest]:
+        """Every request served so far (kept after close, for assertions)."""
+        return list(self._requests)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(script_path: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve a script in the foreground until interrupted (`agent-eval-sandbox model-server`).
+
+    Raises ConfigError for a bad script, before anything listens, and
+    UserError when the address cannot be bound.
+    """
+    server = ScriptedModelServer(script_path, host, port)
+    try:
+        server.start()
+    except OSError as exc:
+        raise UserError(
+            f"the model server cannot listen on {host}:{port}: {exc.strerror or exc}",
+            fix="choose another --port (0 picks a free one) or --host",
+        ) from exc
+    with server:
+        print(
+            f"scripted model server: {len(server.script.steps)} step(s) from {server.script.source} "
+            f"({server.script.advance.value}) at {server.url}\n"
+            f"  point clients at it: ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY=placeholder",
+            file=sys.stderr,
+            flush=True,
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
