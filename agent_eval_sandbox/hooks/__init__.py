@@ -1,0 +1,1 @@
+"""Hooks: lifecycle hooks (host and container scope) and tool interception."""
