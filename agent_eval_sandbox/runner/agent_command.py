@@ -1,0 +1,141 @@
+"""The agent's command line and environment inside the sandbox (pure).
+
+The flag set follows the reference claude-code runner: `--print --model M
+--output-format stream-json --verbose`, the budget, effort, permission mode,
+plugin dirs, appended system prompt, and the permission/interception flags.
+The environment is an allowlist: the host's credentials never enter it; the
+CLI reaches the model through the in-container forwarder to the host gateway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent_eval_sandbox.config.env import resolve_env
+from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.config.settings import RunSettings
+
+# Where the gateway socket, the prompt and the launcher live inside the sandbox.
+RUN_DIR_IN_SANDBOX = "/run/agent-eval"
+GATEWAY_SOCKET = f"{RUN_DIR_IN_SANDBOX}/gateway.sock"
+PROMPT_FILE = f"{RUN_DIR_IN_SANDBOX}/prompt.txt"
+LAUNCHER = "/opt/agent-eval/run_agent.py"
+FORWARDER_PORT = 8080
+SANDBOX_HOME = "/home/agent"
+WORKSPACE = "/workspace"
+# What the CLI gets instead of a key: the gateway replaces it with the real one on the host.
+PLACEHOLDER_API_KEY = "sk-ant-agent-eval-sandbox-placeholder"
+
+# Set by the host itself; a config or hook may not override them inside the sandbox.
+MANAGED_KEYS = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_UNIX_SOCKET",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "HOME",
+    }
+)
+# Host variables worth forwarding: model aliases and CLI knobs, never credentials.
+FORWARDED_FROM_HOST = (
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS",
+    "CLAUDE_CODE_AUTO_COMPACT_WINDOW",
+)
+
+
+def claude_argv(
+    config: EvalConfig,
+    settings: RunSettings,
+    *,
+    plugin_dirs: list[str],
+    extra_flags: list[str],
+) -> list[str]:
+    runner = config.runner
+    argv = ["claude", "--print", "--model", settings.model or "", "--output-format", "stream-json", "--verbose"]
+    # The CLI rejects a 0 cap; a $0 budget is enforced by the gateway refusing every request.
+    if settings.max_budget_usd > 0:
+        argv += ["--max-budget-usd", f"{settings.max_budget_usd:g}"]
+    if runner.effort:
+        argv += ["--effort", runner.effort]
+    if runner.permission_mode:
+        argv += ["--permission-mode", runner.permission_mode]
+    for plugin in plugin_dirs:
+        argv += ["--plugin-dir", plugin]
+    if runner.system_prompt:
+        argv += ["--append-system-prompt", runner.system_prompt]
+    return argv + list(extra_flags)
+
+
+def launcher_argv(agent_argv: list[str]) -> list[str]:
+    return [
+        "python3", LAUNCHER,
+        "--gateway-socket", GATEWAY_SOCKET,
+        "--port", str(FORWARDER_PORT),
+        "--prompt-file", PROMPT_FILE,
+        "--", *agent_argv,
+    ]
+
+
+@dataclass(frozen=True)
+class AgentEnvironment:
+    env: dict[str, str]
+    dropped: tuple[str, ...]  # managed keys a config or hook tried to set (for a warning)
+
+
+def agent_environment(
+    config: EvalConfig,
+    settings: RunSettings,
+    *,
+    host_environ: Mapping[str, str],
+    hook_env: Mapping[str, str] | None = None,
+) -> AgentEnvironment:
+    """The exec environment of the agent: a fixed base, allowlisted host
+    variables, runner.env and hook-output env; never a credential."""
+    env = {
+        "HOME": SANDBOX_HOME,
+        "USER": "agent",
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+        "PATH": "/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin",
+    }
+    env.update({k: host_environ[k] for k in FORWARDED_FROM_HOST if k in host_environ})
+    dropped: list[str] = []
+    layers = [resolve_env(config.runner.env, host_environ), dict(hook_env or {})]
+    for layer in layers:
+        for key, value in layer.items():
+            if key in MANAGED_KEYS:
+                dropped.append(key)
+                continue
+            env[key] = value
+    if settings.subagent_model:
+        env["CLAUDE_CODE_SUBAGENT_MODEL"] = settings.subagent_model
+    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{FORWARDER_PORT}"
+    env["ANTHROPIC_API_KEY"] = PLACEHOLDER_API_KEY
+    return AgentEnvironment(env=env, dropped=tuple(dict.fromkeys(dropped)))
+
+
+def workspace_env(config: EvalConfig, host_environ: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """execution.env for the workspace's .claude/settings.json, minus managed keys."""
+    resolved = resolve_env(config.execution.env, host_environ)
+    kept = {k: v for k, v in resolved.items() if k not in MANAGED_KEYS}
+    return kept, tuple(k for k in resolved if k in MANAGED_KEYS)
+
+
+def gateway_upstream_env(config: EvalConfig, host_environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the gateway takes its upstream and credentials from.
+
+    `runner.env: {ANTHROPIC_AUTH_TOKEN: $X}` (common in reference configs) means
+    "the agent should use this credential": the gateway uses it on the host,
+    the agent never sees it.
+    """
+    merged = dict(host_environ)
+    for key, value in resolve_env(config.runner.env, host_environ).items():
+        if key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+            merged[key] = value
+    return merged

@@ -1,0 +1,106 @@
+"""What the agent changed in its workspace: the before/after comparison (pure).
+
+The host keeps the pristine staged copy; after the run the workspace is copied
+out and compared file by file. Changed and added files are kept as
+`_modified/` copies and all changes as one unified diff (`workspace.diff`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Harness scaffolding, never reported as the agent's edits (as in the reference).
+SCAFFOLDING_PREFIXES = (".claude/", ".staged-plugins/", "subagents/", "hooks/", ".work/")
+MAX_DIFF_FILE_BYTES = 1024 * 1024
+
+
+def _files(root: Path) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    if not root.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            found[path.relative_to(root).as_posix()] = path
+    return found
+
+
+def _digest(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 16), b""):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _is_scaffolding(rel: str) -> bool:
+    return rel.startswith(SCAFFOLDING_PREFIXES) or rel in (".hook-outputs.yaml", ".hook-outputs.json")
+
+
+@dataclass
+class WorkspaceChanges:
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[str]:
+        return sorted(self.added + self.modified)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"added": self.added, "modified": self.modified, "deleted": self.deleted}
+
+
+def compare(before: Path, after: Path) -> WorkspaceChanges:
+    old, new = _files(before), _files(after)
+    changes = WorkspaceChanges()
+    for rel in sorted(set(old) | set(new)):
+        if _is_scaffolding(rel):
+            continue
+        if rel not in new:
+            changes.deleted.append(rel)
+        elif rel not in old:
+            changes.added.append(rel)
+        elif old[rel].stat().st_size != new[rel].stat().st_size or _digest(old[rel]) != _digest(new[rel]):
+            changes.modified.append(rel)
+    return changes
+
+
+def _text_lines(path: Path | None) -> list[str] | None:
+    if path is None:
+        return []
+    if path.stat().st_size > MAX_DIFF_FILE_BYTES:
+        return None
+    data = path.read_bytes()
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None
+
+
+def unified_diff(before: Path, after: Path, changes: WorkspaceChanges) -> str:
+    chunks: list[str] = []
+    for rel in sorted(changes.added + changes.modified + changes.deleted):
+        old = before / rel if rel not in changes.added else None
+        new = after / rel if rel not in changes.deleted else None
+        old_lines, new_lines = _text_lines(old), _text_lines(new)
+        if old_lines is None or new_lines is None:
+            chunks.append(f"Binary or large file {rel} changed\n")
+            continue
+        diff = difflib.unified_diff(
+            old_lines, new_lines,
+            fromfile="/dev/null" if old is None else f"a/{rel}",
+            tofile="/dev/null" if new is None else f"b/{rel}",
+        )
+        text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
+        chunks.append(text)
+    return "".join(chunks)

@@ -1,0 +1,226 @@
+"""Staging on the host what each sandbox gets: the case workspace and the
+read-only project resources (skills, plugins, CLAUDE.md).
+
+Everything is copied, never linked, and symlinks are never followed out of
+their source: a link inside a dataset or plugin must not smuggle a host file
+(or the answer key) into the sandbox. Paths a deny rule names are left out
+entirely: the OS-level half of `permissions.deny` / `sandbox.filesystem.denyRead`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from agent_eval_sandbox.config.dataset import Case
+from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.errors import ConfigError
+
+DeniedPredicate = Callable[[str], bool]
+
+# What the reference links into every case workspace from the project root.
+PROJECT_RESOURCES = ("CLAUDE.md", "scripts", "skills", ".context")
+# Sub-directories of the project's .claude/ that define skills, agents and commands.
+CLAUDE_RESOURCES = ("skills", "agents", "commands")
+# Never copied anywhere, whatever the config says.
+ALWAYS_SKIPPED = {".git", "node_modules", "__pycache__", ".venv"}
+
+
+def _never_denied(_: str) -> bool:
+    return False
+
+
+@dataclass
+class CopyReport:
+    files: int = 0
+    bytes: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def copy_tree(
+    src: Path,
+    dest: Path,
+    *,
+    rel_prefix: str = "",
+    is_denied: DeniedPredicate = _never_denied,
+    skip_names: Iterable[str] = (),
+) -> CopyReport:
+    """Copy regular files and directories; skip links, devices and denied paths.
+
+    `rel_prefix` is the workspace-relative path of `src`, so deny rules are
+    matched against the path the agent would see. A destination inside the
+    source is never copied into itself.
+    """
+    report = CopyReport()
+    skip = set(skip_names)
+    dest_root = dest.resolve()
+
+    def copy_file(source: str, target: Path) -> None:
+        shutil.copy2(source, target, follow_symlinks=False)
+        report.files += 1
+        report.bytes += target.stat().st_size
+
+    def walk(directory: Path, target: Path, prefix: str) -> None:
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            rel = f"{prefix}/{entry.name}" if prefix else entry.name
+            if entry.name in skip or Path(entry.path).resolve() == dest_root:
+                continue
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if is_denied(rel) or (stat.S_ISDIR(mode) and is_denied(rel + "/")):
+                report.skipped.append(f"{rel}: denied")
+            elif stat.S_ISLNK(mode):
+                report.skipped.append(f"{rel}: symlink")
+            elif stat.S_ISDIR(mode):
+                walk(Path(entry.path), target / entry.name, rel)
+            elif stat.S_ISREG(mode):
+                copy_file(entry.path, target / entry.name)
+            else:
+                report.skipped.append(f"{rel}: not a regular file")
+
+    if src.is_symlink():
+        report.skipped.append(f"{rel_prefix or src.name}: symlink")
+    elif src.is_file():
+        if is_denied(rel_prefix):
+            report.skipped.append(f"{rel_prefix}: denied")
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            copy_file(str(src), dest)
+    else:
+        walk(src, dest, rel_prefix)
+    return report
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    try:
+        child.resolve().relative_to(parent.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def stage_case_workspace(
+    config: EvalConfig,
+    case: Case,
+    dest: Path,
+    *,
+    is_denied: DeniedPredicate = _never_denied,
+) -> CopyReport:
+    """The case workspace: input file, whitelisted companion files, output dirs.
+
+    answers.yaml, annotations and every other case file stay on the host:
+    they are evaluation material.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    report = CopyReport()
+    shutil.copyfile(case.input_file, dest / case.input_file.name)
+    report.files += 1
+    for entry in config.dataset.workspace.files:
+        source = case.dir / entry
+        if not source.exists() and not source.is_symlink():
+            continue
+        if source.is_symlink() or not _inside(source, case.dir):
+            report.skipped.append(f"{entry}: symlink or outside the case directory")
+            continue
+        sub = copy_tree(source, dest / entry, rel_prefix=entry, is_denied=is_denied)
+        report.files += sub.files
+        report.bytes += sub.bytes
+        report.skipped += sub.skipped
+    create_output_dirs(config, dest)
+    return report
+
+
+def stage_batch_workspace(config: EvalConfig, entries: list[dict], order: list[dict], dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "batch.yaml").write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=120))
+    (dest / "case_order.yaml").write_text(yaml.safe_dump(order, sort_keys=False))
+    create_output_dirs(config, dest)
+
+
+def create_output_dirs(config: EvalConfig, dest: Path) -> None:
+    for output in config.outputs:
+        if not output.path:
+            continue
+        target = dest / output.path
+        # A path with a suffix names a file (e.g. report.html): create its parent.
+        (target.parent if target.suffix else target).mkdir(parents=True, exist_ok=True)
+
+
+def answer_key_paths(config: EvalConfig, project_root: Path, config_path: Path, dataset_dir: Path,
+                     runs_dir: Path, extra: Iterable[Path] = ()) -> list[Path]:
+    """Files the agent must never see, even in a repo-mode copy of the project."""
+    paths = [config_path, dataset_dir, runs_dir, project_root / "tool_handlers.yaml", *extra]
+    for judge in config.judges:
+        for name in (judge.prompt_file, *judge.context):
+            if name:
+                paths.append(project_root / name)
+        if judge.module:
+            module_path = project_root / Path(*judge.module.split("."))
+            paths.extend([module_path.with_suffix(".py"), module_path])
+    return paths
+
+
+def stage_repo_workspace(
+    project_root: Path,
+    dest: Path,
+    *,
+    exclude: Iterable[Path],
+    is_denied: DeniedPredicate = _never_denied,
+) -> CopyReport:
+    """A copy of the project for `runner.workspace_mode: repo`, minus the answer key."""
+    excluded = {p.resolve() for p in exclude}
+
+    def denied(rel: str) -> bool:
+        absolute = (project_root / rel.rstrip("/")).resolve()
+        return absolute in excluded or is_denied(rel)
+
+    return copy_tree(project_root, dest, is_denied=denied, skip_names=ALWAYS_SKIPPED - {".git"})
+
+
+@dataclass(frozen=True)
+class StagedResource:
+    host_path: Path
+    container_path: str
+
+
+def stage_project_resources(
+    config: EvalConfig,
+    project_root: Path,
+    dest: Path,
+    *,
+    is_denied: DeniedPredicate = _never_denied,
+) -> list[StagedResource]:
+    """Copies of the project's skills, agents, commands, CLAUDE.md, scripts and
+    plugin dirs, to be bind-mounted read-only into every case's /workspace."""
+    staged: list[StagedResource] = []
+    for name in PROJECT_RESOURCES:
+        source = project_root / name
+        if source.exists() and not source.is_symlink():
+            copy_tree(source, dest / name, rel_prefix=name, is_denied=is_denied, skip_names=ALWAYS_SKIPPED)
+            staged.append(StagedResource(dest / name, f"/workspace/{name}"))
+    for name in CLAUDE_RESOURCES:
+        source = project_root / ".claude" / name
+        rel = f".claude/{name}"
+        if source.is_dir() and not source.is_symlink():
+            copy_tree(source, dest / ".claude" / name, rel_prefix=rel, is_denied=is_denied, skip_names=ALWAYS_SKIPPED)
+            staged.append(StagedResource(dest / ".claude" / name, f"/workspace/{rel}"))
+    seen: dict[str, Path] = {}
+    for configured in config.runner.plugin_dirs:
+        plugin = (project_root / configured).resolve() if not Path(configured).is_absolute() else Path(configured)
+        if not plugin.is_dir():
+            raise ConfigError(f"plugin directory {configured!r} not found ({plugin})", field="runner.plugin_dirs",
+                              fix="correct the path (relative paths resolve against the eval.yaml directory)")
+        previous = seen.setdefault(plugin.name, plugin)
+        if previous != plugin:
+            raise ConfigError(f"two plugin directories share the name {plugin.name!r}: {previous} and {plugin}",
+                              field="runner.plugin_dirs", fix="rename one of them")
+        target = dest / ".staged-plugins" / plugin.name
+        copy_tree(plugin, target, skip_names=ALWAYS_SKIPPED)
+        staged.append(StagedResource(target, f"/workspace/.staged-plugins/{plugin.name}"))
+    return staged

@@ -1,0 +1,138 @@
+"""Deadlines and interruption of real runs: nothing outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import docker
+import pytest
+
+pytestmark = pytest.mark.docker
+
+SKILL = "---\nname: scribe\ndescription: writes files\n---\nDo what the arguments say.\n"
+LABEL = "agent-eval-sandbox.run-id"
+
+
+def _sleeper_project(project, timeout: int) -> None:
+    project.eval_yaml(f"""
+        name: e2e-deadline
+        execution: {{skill: scribe, arguments: "{{task}}", timeout: {timeout}, parallelism: 2}}
+        models: {{skill: claude-sonnet-4-6}}
+        runner: {{permission_mode: bypassPermissions}}
+        dataset: {{path: cases}}
+        outputs: [{{path: out}}]
+    """)
+    project.write(".claude/skills/scribe/SKILL.md", SKILL)
+    command = "mkdir -p out && echo partial > out/partial.txt && (sleep 9999 &) && sleep 9999"
+    for case_id in ("slow-1", "slow-2"):
+        project.case(case_id, {"task": "wait"}, script=[{"tool": "Bash", "input": {"command": command}}, {"text": "x"}])
+
+
+def _objects_of(run_id: str) -> list[str]:
+    client = docker.from_env()
+    names = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"})]
+    names += [v.name for v in client.volumes.list(filters={"label": f"{LABEL}={run_id}"})]
+    return names
+
+
+def test_sleep_past_the_deadline_ends_by_the_deadline_and_keeps_partial_results(project):
+    _sleeper_project(project, timeout=6)
+    started = time.monotonic()
+    result = project.run("--offline", "--run-id", "deadline-run")
+    elapsed = time.monotonic() - started
+    assert result.process.returncode == 0, result.process.stderr
+    for case_id in ("slow-1", "slow-2"):
+        entry = result.case_result(case_id)
+        assert entry["end_reason"] == "timed_out" and entry["exit_code"] == -1
+        assert "deadline" in entry["limits_hit"]
+        assert 6 <= entry["agent_duration_s"] < 6 + 5
+        # the workspace as it was at the deadline is collected
+        assert (result.case(case_id) / "out" / "partial.txt").read_text() == "partial\n"
+        assert "timed out after 6s" in (result.case(case_id) / "stderr.log").read_text()
+    assert elapsed < 60
+    assert _objects_of("deadline-run") == []
+
+
+def test_sigint_mid_run_removes_every_container_within_seconds(project):
+    _sleeper_project(project, timeout=600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent_eval_sandbox", "run", str(project.root / "eval.yaml"), "--offline",
+         "--runs-dir", str(project.runs), "--run-id", "sigint-run"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=project.root,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            running = docker.from_env().containers.list(filters={"label": f"{LABEL}=sigint-run"})
+            if len(running) == 2:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the run never had two sandboxes running")
+        time.sleep(3)  # let the agents get into their sleep
+        interrupted = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert took < 15
+    assert _objects_of("sigint-run") == []
+
+
+def test_kill_9_leaves_orphans_that_the_next_run_reaps(project):
+    _sleeper_project(project, timeout=600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agent_eval_sandbox", "run", str(project.root / "eval.yaml"), "--offline",
+         "--runs-dir", str(project.runs), "--run-id", "killed-run"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=project.root,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_objects_of("killed-run")) < 2:
+        time.sleep(0.2)
+    time.sleep(2)
+    process.kill()
+    process.wait()
+    assert _objects_of("killed-run"), "kill -9 should leave the sandboxes behind for the reaper"
+    # the next run (of anything) reaps the orphans of the dead controller first
+    project.eval_yaml(project.root.joinpath("eval.yaml").read_text().replace("timeout: 600", "timeout: 30"))
+    for case_id in ("slow-1", "slow-2"):
+        (project.root / "cases" / case_id / "model_script.yaml").write_text("- text: quick\n")
+    result = project.run("--offline", "--run-id", "next-run")
+    assert result.process.returncode == 0, result.process.stderr
+    assert "removed orphaned container" in result.process.stderr
+    assert _objects_of("killed-run") == []
+
+
+def test_container_after_each_runs_after_the_deadline_with_the_agent_gone(project):
+    project.eval_yaml("""
+        name: e2e-deadline-hooks
+        execution: {skill: scribe, arguments: "{task}", timeout: 5}
+        models: {skill: claude-sonnet-4-6}
+        runner: {permission_mode: bypassPermissions}
+        dataset: {path: cases}
+        hooks:
+          after_each:
+            - scope: container
+              command: 'cat partial.txt; ps -eo pid,args | grep -c "[s]leep 7777" || true'
+    """)
+    project.write(".claude/skills/scribe/SKILL.md", SKILL)
+    command = "echo partial > partial.txt && (setsid sleep 7777 &) && sleep 7777"
+    project.case("c1", {"task": "wait"}, script=[{"tool": "Bash", "input": {"command": command}}, {"text": "x"}])
+    result = project.run("--offline")
+    assert result.process.returncode == 0, result.process.stderr
+    assert result.case_result("c1")["end_reason"] == "timed_out"
+    log = (result.run_dir / "hooks" / "after_each.c1.0.log").read_text()
+    assert "partial" in log
+    assert log.strip().splitlines()[-1] == "0"  # every agent process (even a setsid one) was gone
+    assert "after_each.c1.0" in result.process.stderr and "... OK" in result.process.stderr

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from agent_eval_sandbox.runner.changes import compare, unified_diff
+
+
+def test_added_modified_deleted_and_scaffolding_ignored(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    for root in (before, after):
+        (root / "src").mkdir(parents=True)
+        (root / "same.txt").write_text("same\n")
+    (before / "src" / "edit.py").write_text("a = 1\n")
+    (after / "src" / "edit.py").write_text("a = 2\n")
+    (before / "gone.txt").write_text("bye\n")
+    (after / "new.txt").write_text("hi")
+    (after / ".claude").mkdir()
+    (after / ".claude" / "settings.json").write_text("{}")
+    (after / ".hook-outputs.yaml").write_text("env: {}")
+    changes = compare(before, after)
+    assert changes.added == ["new.txt"]
+    assert changes.modified == ["src/edit.py"]
+    assert changes.deleted == ["gone.txt"]
+    diff = unified_diff(before, after, changes)
+    assert "--- a/src/edit.py" in diff and "+a = 2" in diff and "-a = 1" in diff
+    assert "+++ /dev/null" in diff and "--- /dev/null" in diff
+    assert "\\ No newline at end of file" in diff
+
+
+def test_binary_files_summarised(tmp_path):
+    before, after = tmp_path / "b", tmp_path / "a"
+    before.mkdir(), after.mkdir()
+    (before / "x.bin").write_bytes(b"\0\1")
+    (after / "x.bin").write_bytes(b"\0\2")
+    changes = compare(before, after)
+    assert "Binary or large file x.bin changed" in unified_diff(before, after, changes)
+
+
+def test_symlinks_in_after_are_not_followed(tmp_path):
+    before, after = tmp_path / "b", tmp_path / "a"
+    before.mkdir(), after.mkdir()
+    (tmp_path / "secret").write_text("s")
+    (after / "link").symlink_to(tmp_path / "secret")
+    assert compare(before, after).added == []
