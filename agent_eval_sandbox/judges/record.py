@@ -1,0 +1,269 @@
+"""The judges' `outputs` record of one case (docs/run-directory.md).
+
+`read_case_files` gathers the raw material from the run directory and the
+dataset (side effects, tolerant of anything missing); `build_record` turns it
+into the record (pure). The record is plain JSON data: judge code receives it
+in another process.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_eval_sandbox.config.dataset import ANNOTATIONS_NAMES, INPUT_NAMES
+from agent_eval_sandbox.config.loader import LoadedConfig
+from agent_eval_sandbox.config.models import EvalConfig, OutputConfig, TracesConfig
+from agent_eval_sandbox.judges.events import captured_tool_calls, conversation_text
+from agent_eval_sandbox.judges.finished_run import (
+    MAX_EVENTS_BYTES,
+    MAX_EVENTS_NODES,
+    MAX_TEXT_BYTES,
+    FinishedRun,
+    read_bytes,
+    read_data,
+    read_jsonl,
+    read_mapping,
+    read_text,
+    relative_files,
+    truncation_note,
+)
+
+MODIFIED_DIR = "_modified"
+METRIC_KEYS = ("exit_code", "duration_s", "token_usage", "cost_usd", "num_turns")
+
+
+@dataclass(frozen=True)
+class FileBytes:
+    path: str  # relative to the case directory (artifacts) or to _modified/ (edits)
+    content: bytes
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class CaseFiles:
+    """Everything a case record is built from, as read from disk."""
+
+    case_id: str
+    case_dir: Path  # absolute
+    artifacts: tuple[FileBytes, ...] = ()
+    modified: tuple[FileBytes, ...] = ()
+    case_result: Mapping[str, Any] | None = None  # cases/<id>/run_result.json
+    per_case_result: Mapping[str, Any] = field(default_factory=dict)  # run_result.json per_case[<id>]
+    run_result: Mapping[str, Any] | None = None  # run_result.json itself: a batch run's fallback
+    events: list[dict[str, Any]] | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    inputs: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+    hook_outputs: Mapping[str, Any] = field(default_factory=dict)
+    tool_decisions: tuple[dict[str, Any], ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def to_jsonable(value: Any) -> Any:
+    """YAML data as JSON data: dates become ISO strings, keys strings, sets lists."""
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [to_jsonable(v) for v in items]
+    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _decode(item: FileBytes) -> str | None:
+    try:
+        text = item.content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text + truncation_note(MAX_TEXT_BYTES) if item.truncated else text
+
+
+def _binary_marker(path: Path) -> dict[str, Any]:
+    return {"_binary": True, "path": str(path), "name": path.name}
+
+
+def _first(key: str, sources: Sequence[Mapping[str, Any] | None]) -> Any:
+    for source in sources:
+        if source is not None and source.get(key) is not None:
+            return source[key]
+    return None
+
+
+def _result_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("result"), str):
+        return value["result"]
+    return ""
+
+
+def _convenience_keys(files: CaseFiles, outputs: Sequence[OutputConfig]) -> dict[str, str]:
+    """`<dir>_content` / `<dir>_file`: the first file directly in each outputs[].path."""
+    keys: dict[str, str] = {}
+    for output in outputs:
+        if not output.path:
+            continue
+        prefix = Path(output.path)
+        direct = [a for a in files.artifacts if Path(a.path).parent == prefix or Path(a.path) == prefix]
+        if not direct:
+            continue
+        text = _decode(direct[0])
+        if text is not None:
+            keys[f"{prefix.name}_content"] = text
+            keys[f"{prefix.name}_file"] = str(files.case_dir / direct[0].path)
+    return keys
+
+
+def build_record(files: CaseFiles, outputs: Sequence[OutputConfig], traces: TracesConfig) -> dict[str, Any]:
+    """The `outputs` record judges receive (pure; JSON-serialisable)."""
+    record: dict[str, Any] = {"files": {}, "modified_files": {}}
+    for item in files.artifacts:
+        text = _decode(item)
+        record["files"][item.path] = text if text is not None else _binary_marker(files.case_dir / item.path)
+    for item in files.modified:
+        text = _decode(item)
+        key = f"{MODIFIED_DIR}/{item.path}"
+        if text is None:
+            record["files"][key] = _binary_marker(files.case_dir / MODIFIED_DIR / item.path)
+        else:
+            record["files"][key] = text
+            record["modified_files"][item.path] = text
+    record.update(_convenience_keys(files, outputs))
+
+    # Case files first; a batch run's single invocation stands in for every case.
+    sources = [files.case_result, files.per_case_result, files.run_result]
+    events = files.events or []
+    patterns = [o.tool for o in outputs if o.tool]
+    record["tool_calls"] = captured_tool_calls(events, patterns or None)
+    record["annotations"] = to_jsonable(files.annotations)
+    record["inputs"] = to_jsonable(files.inputs or {})
+    record["conversation"] = conversation_text(events) if events else _result_text(_first("result", sources))
+    if traces.events:
+        record["events"] = events
+    if traces.metrics:
+        for key in METRIC_KEYS:
+            record[key] = to_jsonable(_first(key, sources))
+    if traces.stdout and files.stdout is not None:
+        record["stdout"] = files.stdout
+    if traces.stderr and files.stderr is not None:
+        record["stderr"] = files.stderr
+    record["hook_outputs"] = to_jsonable(files.hook_outputs)
+    record["case_dir"] = str(files.case_dir)
+    record["end_reason"] = to_jsonable(_first("end_reason", sources))
+    record["limits_hit"] = to_jsonable(_first("limits_hit", sources) or [])
+    record["tool_decisions"] = to_jsonable(list(files.tool_decisions))
+    record["permission_denials"] = to_jsonable(_first("permission_denials", sources) or [])
+    return record
+
+
+def _read_files(root: Path, base: Path) -> tuple[FileBytes, ...]:
+    """Files under `base` (a directory or one file), paths relative to `root`."""
+    if base.is_symlink():
+        return ()
+    if base.is_file():
+        paths = [base]
+    elif base.is_dir():
+        paths = [base / rel for rel in relative_files(base)]
+    else:
+        return ()
+    items = []
+    for path in paths:
+        data = read_bytes(path)
+        if data is not None:
+            items.append(FileBytes(path.relative_to(root).as_posix(), data[0], data[1]))
+    return tuple(items)
+
+
+def _first_existing(directory: Path, names: Sequence[str]) -> Path | None:
+    return next((directory / n for n in names if (directory / n).is_file()), None)
+
+
+def _events(case_dir: Path, run_root: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    for path in (case_dir / "events.json", run_root / "events.json"):
+        if path.is_file():
+            data, problem = read_data(path, max_bytes=MAX_EVENTS_BYTES, max_nodes=MAX_EVENTS_NODES)
+            if problem:
+                return None, problem
+            if not isinstance(data, list):
+                return None, f"{path}: events.json is not a list"
+            return [e for e in data if isinstance(e, dict)], None
+    return None, None
+
+
+def _hook_outputs(run: FinishedRun, case_dir: Path, case_id: str) -> tuple[dict[str, Any], list[str]]:
+    run_level, problem = read_mapping(run.root / "hook_outputs.yaml")
+    own, own_problem = read_mapping(case_dir / "hook_outputs.yaml")
+    before_all = run_level.get("before_all")
+    cases = run_level.get("cases")
+    from_run = cases.get(case_id) if isinstance(cases, dict) else None
+    merged: dict[str, Any] = {}
+    for part in (before_all, from_run, own):
+        if isinstance(part, dict):
+            merged.update(part)
+    return merged, [p for p in (problem, own_problem) if p]
+
+
+def read_case_files(run: FinishedRun, case_id: str, loaded: LoadedConfig) -> CaseFiles:
+    """Gather one case's material; anything missing is simply absent."""
+    config: EvalConfig = loaded.config
+    case_dir = run.case_dir(case_id).resolve()
+    problems: list[str] = []
+
+    artifacts: list[FileBytes] = []
+    for output in config.outputs:
+        if output.path:
+            artifacts.extend(_read_files(case_dir, case_dir / output.path))
+    modified = tuple(
+        FileBytes(str(Path(f.path).relative_to(MODIFIED_DIR).as_posix()), f.content, f.truncated)
+        for f in _read_files(case_dir, case_dir / MODIFIED_DIR)
+    )
+
+    case_result, problem = read_mapping(case_dir / "run_result.json")
+    problems += [problem] if problem else []
+    events, problem = _events(case_dir, run.root)
+    problems += [problem] if problem else []
+
+    dataset_case = loaded.dataset_dir / case_id
+    input_file = (case_dir / "input.yaml") if (case_dir / "input.yaml").is_file() else _first_existing(dataset_case, INPUT_NAMES)
+    inputs, problem = read_mapping(input_file) if input_file else ({}, None)
+    problems += [problem] if problem else []
+    annotations_file = _first_existing(dataset_case, ANNOTATIONS_NAMES)
+    annotations, problem = read_mapping(annotations_file) if annotations_file else ({}, None)
+    problems += [problem] if problem else []
+    hook_outputs, hook_problems = _hook_outputs(run, case_dir, case_id)
+    problems += hook_problems
+
+    def log(name: str) -> str | None:
+        own = read_text(case_dir / name)
+        return own if own is not None else read_text(run.root / name)
+
+    return CaseFiles(
+        case_id=case_id,
+        case_dir=case_dir,
+        artifacts=tuple(artifacts),
+        modified=modified,
+        case_result=case_result if (case_dir / "run_result.json").is_file() else None,
+        per_case_result=run.per_case(case_id),
+        run_result=run.result if (run.is_batch or config.is_batch) else None,
+        events=events,
+        stdout=log("stdout.log"),
+        stderr=log("stderr.log"),
+        inputs=inputs,
+        annotations=annotations,
+        hook_outputs=hook_outputs,
+        tool_decisions=tuple(read_jsonl(case_dir / "tool_decisions.jsonl")),
+        problems=tuple(problems),
+    )

@@ -1,0 +1,116 @@
+"""What judging produces: samples, per-case results and per-judge statistics.
+
+These are the shapes stored in summary.yaml/json (the reference's
+`per_case.<case>.<judge>` and `judges.<judge>` entries) and read back by
+`report`, so they are pydantic models validated at that edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# bool before the numbers: pydantic keeps True a bool, 3 an int, 2.5 a float.
+Value = bool | int | float
+CaseStatus = Literal["scored", "skipped", "error"]
+JudgeStatus = Literal["OK", "ERROR", "SKIP"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Sample(_Model):
+    """One run of a judge on one case: a value, or the reason there is none."""
+
+    value: Value | None = None
+    rationale: str = ""
+    error: str | None = None
+    # Set when the value was rejected by the judge's score_range (printed while scoring).
+    off_scale: bool = Field(default=False, exclude=True)
+
+    @classmethod
+    def failed(cls, error: str, *, off_scale: bool = False) -> Sample:
+        return cls(error=error, off_scale=off_scale)
+
+
+class Stability(_Model):
+    """The spread of a sampled judge's values on one case."""
+
+    samples: int
+    error_count: int
+    values: list[Value]
+    stable: bool
+    pass_count: int | None = None  # boolean judges
+    min: float | None = None  # numeric judges
+    max: float | None = None
+    mean: float | None = None
+
+
+class CaseResult(_Model):
+    """One judge's verdict on one case (the reference's per-case entry, plus `status`)."""
+
+    value: Value | None = None
+    rationale: str = ""
+    judge_type: str
+    status: CaseStatus
+    error: str | None = None
+    stability: Stability | None = None
+    sample_rationales: list[Sample] | None = None
+
+    @classmethod
+    def scored(cls, judge_type: str, value: Value, rationale: str) -> CaseResult:
+        return cls(status="scored", value=value, rationale=rationale, judge_type=judge_type)
+
+    @classmethod
+    def skipped(cls, judge_type: str, rationale: str) -> CaseResult:
+        return cls(status="skipped", rationale=rationale, judge_type=judge_type)
+
+    @classmethod
+    def errored(cls, judge_type: str, error: str) -> CaseResult:
+        # The reason doubles as the rationale: that is where the reference points people.
+        return cls(status="error", error=error, rationale=error, judge_type=judge_type)
+
+    @classmethod
+    def from_sample(cls, judge_type: str, sample: Sample) -> CaseResult:
+        if sample.error is not None or sample.value is None:
+            return cls.errored(judge_type, sample.error or "the judge produced no value")
+        return cls.scored(judge_type, sample.value, sample.rationale)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for summary.yaml: `value` always present, absent extras left out."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {"value": self.value, **data}
+
+
+class StabilityStats(_Model):
+    samples: int
+    stable_cases: int
+    total_cases: int
+
+
+class JudgeStats(_Model):
+    """A judge's aggregate over the run (the reference's `judges.<name>` entry)."""
+
+    judge_type: str
+    mean: float | None = None
+    pass_rate: float | None = None
+    # Pairwise comparison is not implemented: always None, so min_win_rate reports n/a.
+    win_rate: float | None = None
+    error_rate: float | None = None
+    scored_cases: int = 0
+    errored_cases: int = 0
+    skipped_cases: int = 0
+    total_cases: int = 0
+    status: JudgeStatus = "SKIP"
+    stability: StabilityStats | None = None
+    score_range: tuple[float, float] | None = None
+    feedback_type: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        for key in ("stability", "score_range", "feedback_type"):
+            if data[key] is None:
+                del data[key]
+        return data

@@ -1,0 +1,1 @@
+"""Reports of a scored run: summary.yaml/json, report.html, junit.xml."""

@@ -1,0 +1,126 @@
+"""Writing a run's reports, and rebuilding them from stored judge results.
+
+`write_reports` renders summary.yaml/json, report.html and junit.xml for a
+summary; `build_reports` (the `report RUN_DIR` command) recomputes every
+statistic and threshold verdict from the per-case results stored in
+summary.json — no judge runs — and writes the reports again. Both return a
+`ScoreResult`, the value the CLI prints (text or `--json`) and exits with.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_eval_sandbox.judges.finished_run import FinishedRun, open_finished_run
+from agent_eval_sandbox.judges.thresholds import exit_code, regression_lines
+from agent_eval_sandbox.report.facts import read_case_facts, run_links
+from agent_eval_sandbox.report.html import render_html
+from agent_eval_sandbox.report.junit import render_junit
+from agent_eval_sandbox.report.summary import (
+    Summary,
+    load_summary,
+    summarize,
+    write_summary,
+)
+
+REPORT_HTML = "report.html"
+JUNIT_XML = "junit.xml"
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    summary_yaml: Path
+    summary_json: Path
+    html: Path
+    junit: Path
+
+    def to_json(self) -> dict[str, str]:
+        return {"summary_yaml": str(self.summary_yaml), "summary_json": str(self.summary_json),
+                "html": str(self.html), "junit": str(self.junit)}
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """A judged run: its summary, where the reports are, and what the process should exit with."""
+
+    run_dir: Path
+    summary: Summary
+    reports: ReportPaths
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every threshold is met (or none is set), 1 on a regression."""
+        return exit_code(self.summary.thresholds.checks)
+
+    def text_lines(self) -> list[str]:
+        """What `score` / `report` print: per-judge results, then the REGRESSIONS block."""
+        summary = self.summary
+        lines = [f"{summary.eval}: {len(summary.per_case)} cases, {len(summary.judges)} judges (run {summary.run_id})"]
+        for name, stats in summary.judges.items():
+            note = ""
+            if stats.stability is not None:
+                s = stats.stability
+                note = f"  [{s.stable_cases}/{s.total_cases} stable over {s.samples} samples]"
+            counts = f"  ({stats.scored_cases} scored, {stats.errored_cases} errored, {stats.skipped_cases} skipped)"
+            if stats.pass_rate is not None:
+                lines.append(f"  {name}: pass_rate={stats.pass_rate:.1%}{note}{counts}")
+            elif stats.mean is not None:
+                lines.append(f"  {name}: mean={stats.mean:.2f}{note}{counts}")
+            else:
+                lines.append(f"  {name}: {stats.status}{counts}")
+        for key, value in (summary.run_metrics or {}).items():
+            lines.append(f"  {key}: {value:.1%}" if "rate" in key else f"  {key}: {value:g}")
+        lines.append(f"  report: {self.reports.html}")
+        lines += regression_lines(summary.thresholds.checks)
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` document."""
+        data = self.summary.to_data()
+        return {
+            "run_dir": str(self.run_dir),
+            "passed": self.exit_code == 0,
+            "exit_code": self.exit_code,
+            "regressions": data["thresholds"]["regressions"],
+            "reports": self.reports.to_json(),
+            "warnings": list(self.warnings),
+            **data,
+        }
+
+
+def _write_text(path: Path, text: str) -> None:
+    # Atomic, like the run directory's other writers: a reader never sees half a report.
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+
+
+def write_reports(run: FinishedRun, summary: Summary) -> ReportPaths:
+    summary_yaml, summary_json = write_summary(run.root, summary)
+    facts = read_case_facts(run, list(summary.per_case))
+    _write_text(run.root / REPORT_HTML, render_html(summary, facts, run_links(run)))
+    _write_text(run.root / JUNIT_XML, render_junit(summary))
+    return ReportPaths(summary_yaml, summary_json, run.root / REPORT_HTML, run.root / JUNIT_XML)
+
+
+def build_reports(run_dir: Path | str) -> ScoreResult:
+    """Rebuild summary, report.html and junit.xml from the stored judge results (no judging)."""
+    run = open_finished_run(run_dir)
+    stored = load_summary(run.root)
+    summary = summarize(
+        run_id=stored.run_id,
+        eval_name=stored.eval,
+        title=stored.title,
+        config_path=stored.config_path,
+        scored_at=stored.scored_at,
+        judges=stored.judge_meta,
+        per_case=stored.per_case,
+        thresholds=stored.thresholds.config,
+        run_metrics=stored.run_metrics,
+    )
+    return ScoreResult(run_dir=run.root, summary=summary, reports=write_reports(run, summary), warnings=list(run.problems))

@@ -1,0 +1,204 @@
+"""summary.yaml / summary.json: the stored judge results of a run, in the reference's shape.
+
+Top-level keys as agent-eval-harness writes them — `run_id`, `judges`
+(per-judge mean, pass_rate, scored/errored cases, stability), `per_case`
+(`<case>.<judge>`: value, rationale, judge_type, …), `run_metrics` — plus
+ours: `eval`, `title`, `config_path`, `scored_at` and `thresholds` (the gates
+used and their verdict). `summarize` is pure, so `report` can rebuild every
+statistic and verdict from the stored per-case results alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agent_eval_sandbox.config.models import ThresholdConfig
+from agent_eval_sandbox.errors import RunDirError
+from agent_eval_sandbox.judges.aggregate import aggregate
+from agent_eval_sandbox.judges.finished_run import read_data
+from agent_eval_sandbox.judges.results import CaseResult, JudgeStats
+from agent_eval_sandbox.judges.thresholds import (
+    ThresholdCheck,
+    evaluate_thresholds,
+    regressions,
+)
+from agent_eval_sandbox.runner.rundir import write_json, write_yaml
+
+SUMMARY_YAML = "summary.yaml"
+SUMMARY_JSON = "summary.json"
+
+
+@dataclass(frozen=True)
+class JudgeMeta:
+    """What the statistics and the report need to know about a judge beyond its results."""
+
+    name: str
+    judge_type: str
+    score_range: tuple[float, float] | None = None
+    feedback_type: str | None = None
+
+
+class ThresholdsVerdict(BaseModel):
+    passed: bool
+    config: dict[str, ThresholdConfig]
+    checks: list[ThresholdCheck]
+
+    @property
+    def regressions(self) -> list[ThresholdCheck]:
+        return regressions(self.checks)
+
+
+class Summary(BaseModel):
+    run_id: str
+    eval: str
+    title: str = "Agent Eval Report"
+    config_path: str | None = None
+    scored_at: str
+    judges: dict[str, JudgeStats]
+    per_case: dict[str, dict[str, CaseResult]]
+    run_metrics: dict[str, float] | None = None
+    thresholds: ThresholdsVerdict
+
+    @property
+    def judge_meta(self) -> list[JudgeMeta]:
+        return [JudgeMeta(n, s.judge_type, s.score_range, s.feedback_type) for n, s in self.judges.items()]
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for the files: reference keys first, absent extras left out."""
+        return {
+            "run_id": self.run_id,
+            "judges": {name: stats.to_data() for name, stats in self.judges.items()},
+            "per_case": {
+                case: {judge: result.to_data() for judge, result in results.items()}
+                for case, results in self.per_case.items()
+            },
+            "run_metrics": self.run_metrics,
+            "eval": self.eval,
+            "title": self.title,
+            "config_path": self.config_path,
+            "scored_at": self.scored_at,
+            "thresholds": {
+                "passed": self.thresholds.passed,
+                "config": {
+                    judge: gates.model_dump(exclude_none=True, include={"min_mean", "min_pass_rate", "min_win_rate", "max_error_rate"})
+                    for judge, gates in self.thresholds.config.items()
+                },
+                "checks": [check.model_dump() for check in self.thresholds.checks],
+                "regressions": [check.line() for check in self.thresholds.regressions],
+            },
+        }
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def compute_run_metrics(run_result: Mapping[str, Any]) -> dict[str, float] | None:
+    """Workload-agnostic efficiency figures from run_result.json (None if it has none).
+
+    Token counts are read under the reference's names (input, output,
+    cache_read, cache_create) or the API's (input_tokens, …).
+    """
+    cost = _number(run_result.get("cost_usd"))
+    turns = run_result.get("num_turns")
+    turns = turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else None
+    raw_usage = run_result.get("token_usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
+
+    def tokens(*names: str) -> float:
+        return next((v for v in (_number(usage.get(n)) for n in names) if v is not None), 0.0)
+
+    fresh = tokens("input", "input_tokens")
+    out = tokens("output", "output_tokens")
+    cache_read = tokens("cache_read", "cache_read_input_tokens")
+    cache_create = tokens("cache_create", "cache_creation_input_tokens")
+    total_in = fresh + cache_read + cache_create
+    metrics: dict[str, float] = {}
+    if cost is not None and turns:
+        metrics["cost_per_turn_usd"] = round(cost / turns, 6)
+    if turns and out:
+        metrics["output_tokens_per_turn"] = round(out / turns, 2)
+    if total_in > 0:
+        metrics["cache_hit_rate"] = round(cache_read / total_in, 6)
+    if cost is not None and total_in + out > 0:
+        metrics["cost_per_mtok_usd"] = round(cost / (total_in + out) * 1_000_000, 4)
+    return metrics or None
+
+
+def summarize(
+    *,
+    run_id: str,
+    eval_name: str,
+    title: str,
+    config_path: str | None,
+    scored_at: str,
+    judges: Sequence[JudgeMeta],
+    per_case: Mapping[str, Mapping[str, CaseResult]],
+    thresholds: Mapping[str, ThresholdConfig],
+    run_metrics: dict[str, float] | None,
+) -> Summary:
+    """Statistics and the thresholds verdict from per-case results (pure)."""
+    stats = {
+        meta.name: aggregate(
+            meta.judge_type,
+            [results[meta.name] for results in per_case.values() if meta.name in results],
+            score_range=meta.score_range,
+            feedback_type=meta.feedback_type,
+        )
+        for meta in judges
+    }
+    checks = evaluate_thresholds(stats, thresholds)
+    return Summary(
+        run_id=run_id,
+        eval=eval_name,
+        title=title,
+        config_path=config_path,
+        scored_at=scored_at,
+        judges=stats,
+        per_case={case: dict(results) for case, results in per_case.items()},
+        run_metrics=run_metrics,
+        thresholds=ThresholdsVerdict(passed=not regressions(checks), config=dict(thresholds), checks=checks),
+    )
+
+
+def write_summary(run_root: Path, summary: Summary) -> tuple[Path, Path]:
+    data = summary.to_data()
+    write_yaml(run_root / SUMMARY_YAML, data)
+    write_json(run_root / SUMMARY_JSON, data)
+    return run_root / SUMMARY_YAML, run_root / SUMMARY_JSON
+
+
+def load_summary(run_root: Path) -> Summary:
+    """The stored judge results; summary.json first (exact), summary.yaml as a fallback."""
+    for name in (SUMMARY_JSON, SUMMARY_YAML):
+        path = run_root / name
+        if not path.is_file():
+            continue
+        data, problem = read_data(path, max_bytes=256 * 1024 * 1024, max_nodes=50_000_000)
+        if problem:
+            raise RunDirError(problem, fix="re-judge the run with `agent-eval-sandbox score RUN_DIR`")
+        try:
+            return Summary.model_validate(_stored_shape(data))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise RunDirError(
+                f"{path}: not a summary this tool wrote ({where}: {first['msg']})",
+                fix="re-judge the run with `agent-eval-sandbox score RUN_DIR`",
+            ) from None
+    raise RunDirError(
+        f"{run_root}: the run has not been judged yet (no {SUMMARY_JSON} or {SUMMARY_YAML})",
+        fix="judge it with `agent-eval-sandbox score RUN_DIR`",
+    )
+
+
+def _stored_shape(data: Any) -> Any:
+    # The files hold regression lines for people; the model rebuilds them from the checks.
+    if isinstance(data, dict) and isinstance(data.get("thresholds"), dict):
+        data = {**data, "thresholds": {k: v for k, v in data["thresholds"].items() if k != "regressions"}}
+    return data
