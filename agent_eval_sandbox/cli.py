@@ -246,10 +246,12 @@ def _execute(
     console = Console()
     err_console = Console(stderr=True)
     outcome = execute_run(request, console=console, err_console=err_console, show_progress=not as_json)
+    score = outcome.score
+    assert score is not None
     if as_json:
-        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result}, indent=2,
-                              default=str))
-        return
+        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result,
+                               "score": score.to_json()}, indent=2, default=str))
+        sys.exit(score.exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
     result = outcome.result
     console.print(
@@ -257,6 +259,55 @@ def _execute(
         f"${result['cost_usd']:.4f}; results in {outcome.run_dir.root}",
         highlight=False,
     )
+    _print_score(score)
+    sys.exit(score.exit_code)
+
+
+def _print_score(score: Any) -> None:
+    for warning in score.warnings:
+        _warn(warning)
+    for line in score.text_lines():
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="eval.yaml to judge with (default: the one the run recorded).")
+@click.option("--samples", type=click.IntRange(min=1), help="Samples per LLM judge (overrides each judge's samples).")
+@click.option("--judge-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="Seconds one judge may take on one case.")
+@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True, help="Cases judged at once.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
+          as_json: bool) -> None:
+    """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
+    from agent_eval_sandbox.judges.scoring import score_run
+
+    result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
+                       parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)))
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        _print_score(result)
+    sys.exit(result.exit_code)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def report(run_dir: Path, as_json: bool) -> None:
+    """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
+    from agent_eval_sandbox.report.build import build_reports
+
+    result = build_reports(run_dir)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, default=str))
+    else:
+        _print_score(result)
+    sys.exit(result.exit_code)
 
 
 @cli.group()

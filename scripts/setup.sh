@@ -5,7 +5,8 @@
 #   2. a virtualenv at .venv with the project and its test extras,
 #   3. the sandbox image (and, with no registry reachable, a local base image
 #      made with debootstrap).
-# Safe to run again: each step is skipped when already done.
+# With --test, also what the test suite needs beyond that (Debian's chromium,
+# for the HTML report test). Safe to run again: each step is skipped when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,7 +69,31 @@ ensure_images() {
   .venv/bin/agent-eval-sandbox image build
 }
 
+ensure_test_tools() {
+  if command -v chromium >/dev/null 2>&1; then
+    return
+  fi
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    log "chromium is missing (the HTML report test needs it): install it, then rerun."
+    exit 1
+  fi
+  log "installing chromium (for the HTML report test)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+}
+
+with_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_tests=1 ;;
+    *) log "unknown argument: $arg (the only option is --test)"; exit 2 ;;
+  esac
+done
+
 ensure_docker
 ensure_venv
 ensure_images
+if [ "$with_tests" = 1 ]; then
+  ensure_test_tools
+fi
 log "ready"

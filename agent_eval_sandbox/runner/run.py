@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +21,13 @@ from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.gateway.credentials import Credentials, upstream_url_from_env
 from agent_eval_sandbox.gateway.gateway import ModelGateway
-from agent_eval_sandbox.hooks.lifecycle import HookRunner, RunInfo
+from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
+from agent_eval_sandbox.gateway.script import Advance, load_script, parse_script
+from agent_eval_sandbox.hooks.lifecycle import HookRunner, Phase, RunInfo
+from agent_eval_sandbox.judges.llm import JudgeEndpoint
+from agent_eval_sandbox.judges.scoring import DEFAULT_PARALLELISM as DEFAULT_JUDGE_PARALLELISM
+from agent_eval_sandbox.judges.scoring import score_run
+from agent_eval_sandbox.report.build import ScoreResult, build_reports
 from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 from agent_eval_sandbox.hooks.outputs import write_run_hook_outputs
 from agent_eval_sandbox.runner import agent_command as ac
@@ -35,6 +43,7 @@ from agent_eval_sandbox.sandbox.registry import get_backend
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 OFFLINE_CREDENTIAL = "agent-eval-sandbox-offline"
+JUDGE_SCRIPT_NAME = "judge_script.yaml"
 
 
 @dataclass
@@ -56,6 +65,7 @@ class RunOutcome:
     run_dir: RunDir
     result: dict[str, Any]
     statuses: list[CaseStatus] = field(default_factory=list)
+    score: ScoreResult | None = None
 
 
 def aggregate(entries: list[dict[str, Any]], *, mode: str, model: str | None, wall_clock_s: float,
@@ -213,10 +223,47 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
                 if case_file.is_file():
                     case_data[inv.id] = read_yaml_mapping(case_file)
             write_run_hook_outputs(run_dir.root, before_all.outputs.data, case_data)
+            result = aggregate(entries, mode=config.execution.mode, model=request.settings.model,
+                               wall_clock_s=time.time() - started, agent_version=claude_version)
+            write_json(run_dir.root / "run_result.json", result)
+            score = _score(request, run_dir, hooks, err_console)
     finally:
         gateway.close()
         shutil.rmtree(staging, ignore_errors=True)
-    result = aggregate(entries, mode=config.execution.mode, model=request.settings.model,
-                       wall_clock_s=time.time() - started, agent_version=claude_version)
-    write_json(run_dir.root / "run_result.json", result)
-    return RunOutcome(run_dir=run_dir, result=result, statuses=statuses)
+    return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score)
+
+
+def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, err_console: Console) -> ScoreResult:
+    """before_scoring hooks, the judges, before_report hooks, the reports."""
+    config = request.loaded.config
+    hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
+    echo = lambda line: err_console.print(line, highlight=False, markup=False)  # noqa: E731
+    with _judge_endpoint(request) as endpoint:
+        # Offline judge scripts are consumed request by request: one at a time keeps them in order.
+        score = score_run(run_dir.root, request.loaded.path, echo=echo, endpoint=endpoint,
+                          parallelism=1 if request.offline else DEFAULT_JUDGE_PARALLELISM)
+    if config.hooks.before_report:
+        hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
+        score = build_reports(run_dir.root)
+    return score
+
+
+@contextmanager
+def _judge_endpoint(request: RunRequest) -> Iterator[JudgeEndpoint | None]:
+    """Offline, LLM judges talk to a scripted model: judge_script.yaml beside eval.yaml."""
+    if not request.offline:
+        yield None
+        return
+    path = request.loaded.root / JUDGE_SCRIPT_NAME
+    if path.is_file():
+        script = load_script(path)
+        if script.advance is not Advance.PER_REQUEST:
+            script = script.model_copy(update={"advance": Advance.PER_REQUEST})
+    else:
+        script = parse_script(
+            [{"error": {"status": 400, "message": f"offline run: no {JUDGE_SCRIPT_NAME} beside eval.yaml "
+                                                 "scripts the judge model"}}],
+            source=f"(no {JUDGE_SCRIPT_NAME})",
+        )
+    with ScriptedModelServer(script) as server:
+        yield JudgeEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
