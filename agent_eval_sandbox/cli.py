@@ -228,8 +228,8 @@ def _execute(
     from rich.console import Console
 
     from agent_eval_sandbox.runner.display import status_table
-    from agent_eval_sandbox.runner.rundir import new_run_id, runs_base, validate_run_id
     from agent_eval_sandbox.runner.run import RunRequest, execute_run
+    from agent_eval_sandbox.runner.rundir import new_run_id, runs_base, validate_run_id
 
     request = RunRequest(
         loaded=loaded,
@@ -270,6 +270,15 @@ def _print_score(score: Any) -> None:
         click.echo(line)
 
 
+def _finish_with_score(score: Any, as_json: bool) -> None:
+    """Print a judged run's verdict (text or JSON) and exit with its code."""
+    if as_json:
+        click.echo(json.dumps(score.to_json(), indent=2, default=str))
+    else:
+        _print_score(score)
+    sys.exit(score.exit_code)
+
+
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
@@ -287,11 +296,7 @@ def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_ti
 
     result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
                        parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)))
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2, default=str))
-    else:
-        _print_score(result)
-    sys.exit(result.exit_code)
+    _finish_with_score(result, as_json)
 
 
 @cli.command()
@@ -302,12 +307,7 @@ def report(run_dir: Path, as_json: bool) -> None:
     """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
     from agent_eval_sandbox.report.build import build_reports
 
-    result = build_reports(run_dir)
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2, default=str))
-    else:
-        _print_score(result)
-    sys.exit(result.exit_code)
+    _finish_with_score(build_reports(run_dir), as_json)
 
 
 @cli.group()

@@ -113,7 +113,7 @@ def _unknown_key_warnings(raw: Any, model: Any, where: tuple[str, ...] = ()) -> 
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             warnings.append(f"unknown key '{dotted}'{hint}; ignored")
     elif isinstance(model, list) and isinstance(raw, list):
-        for index, (raw_item, item) in enumerate(zip(raw, model)):
+        for index, (raw_item, item) in enumerate(zip(raw, model, strict=False)):
             label = (*where[:-1], f"{where[-1]}[{index}]") if where else (f"[{index}]",)
             warnings += _unknown_key_warnings(raw_item, item, label)
     elif isinstance(model, dict) and isinstance(raw, dict):
@@ -147,7 +147,7 @@ def _semantic_warnings(config: EvalConfig) -> list[str]:
     for judge in config.judges:
         kind = judge.kind
         if judge.name == "pairwise":
-            warnings.append(f"judge 'pairwise' (A/B comparison) is not implemented; ignored")
+            warnings.append("judge 'pairwise' (A/B comparison) is not implemented; ignored")
             continue
         if kind == "agent":
             warnings.append(

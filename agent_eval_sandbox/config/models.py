@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 EXECUTION_MODES = ("case", "batch")
 CLAUDE_EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -49,7 +49,13 @@ def _has_parent_segment(path: str) -> bool:
     return ".." in re.split(r"[\\/]+", path)
 
 
-EnvMap = dict[str, str]
+def _coerce_env(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _scalar_to_str(v) for k, v in value.items()}
+    return value
+
+
+EnvMap = Annotated[dict[str, str], BeforeValidator(_coerce_env)]
 
 
 class ExecutionConfig(Model):
@@ -67,13 +73,6 @@ class ExecutionConfig(Model):
     def _mode(cls, value: str) -> str:
         if value not in EXECUTION_MODES:
             raise ValueError(f"execution.mode must be one of {list(EXECUTION_MODES)}")
-        return value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k): _scalar_to_str(v) for k, v in value.items()}
         return value
 
     @model_validator(mode="after")
@@ -99,13 +98,6 @@ class RunnerConfig(Model):
     def _type(cls, value: str) -> str:
         if value not in RUNNER_TYPES:
             raise ValueError(f"runner.type must be one of {list(RUNNER_TYPES)}")
-        return value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {str(k): _scalar_to_str(v) for k, v in value.items()}
         return value
 
     @field_validator("workspace_mode", mode="before")

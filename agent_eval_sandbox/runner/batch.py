@@ -55,6 +55,6 @@ def assign_files(files: Sequence[str], order: Sequence[dict], pattern: str) -> d
         for case_id, numbers in cases:
             assigned[case_id] = [f for n in numbers for f in groups.get(n, [])]
         return assigned
-    for (case_id, _), name in zip(cases, names):
+    for (case_id, _), name in zip(cases, names, strict=False):
         assigned[case_id] = [name]
     return assigned

@@ -7,7 +7,6 @@ and `$HOME/.claude/projects` holding the session transcripts.
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,17 +95,3 @@ def write_events(stdout_log: Path, case_dir: Path) -> list[dict[str, Any]]:
     events = parse_stream_events(lines)
     write_json(case_dir / "events.json", events)
     return events
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    entries = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            entries.append(value)
-    return entries

@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,10 @@ from agent_eval_sandbox.config.models import EvalConfig, parse_size
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.gateway import Channel, ModelGateway
-from agent_eval_sandbox.hooks.lifecycle import CaseInfo, HookFailed, HookRunner, Phase
-from agent_eval_sandbox.hooks.outputs import HookOutputs, write_case_hook_outputs
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.script import Script, load_script, parse_script
+from agent_eval_sandbox.hooks.lifecycle import CaseInfo, HookFailed, HookRunner, Phase
+from agent_eval_sandbox.hooks.outputs import HookOutputs, write_case_hook_outputs
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.batch import assign_files
 from agent_eval_sandbox.runner.collect import (
@@ -314,12 +315,13 @@ class _InvocationRun:
             )
 
     def copy_out(self) -> None:
-        assert self.sandbox is not None
+        sandbox = self.sandbox
+        assert sandbox is not None
         self.status.state = "collecting"
         cap = self.ctx.config.sandbox.disk_bytes + 64 * 1024 * 1024
-        self.sandbox.copy_out(ac.WORKSPACE, self.after, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
-        self.sandbox.copy_out(f"{ac.SANDBOX_HOME}/.claude/projects", self.projects, max_bytes=cap,
-                              max_files=COPY_OUT_MAX_FILES)
+        sandbox.copy_out(ac.WORKSPACE, self.after, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
+        sandbox.copy_out(f"{ac.SANDBOX_HOME}/.claude/projects", self.projects, max_bytes=cap,
+                         max_files=COPY_OUT_MAX_FILES)
         self.copied_out = True
 
     def after_each(self) -> None:
@@ -341,12 +343,16 @@ class _InvocationRun:
         )
 
     def close(self) -> None:
-        if self.sandbox is not None:
-            self.sandbox.destroy()
-        if self.channel is not None:
-            self.channel.close()
-        if self.server is not None:
-            self.server.close()
+        """Remove the sandbox and stop the channel and model server, side by side.
+
+        The sandbox goes first in its own right: whatever else fails, it is removed."""
+        closers = [part.close for part in (self.channel, self.server) if part is not None]
+        with ThreadPoolExecutor(max_workers=max(1, len(closers))) as pool:
+            pending = [pool.submit(closer) for closer in closers]
+            if self.sandbox is not None:
+                self.sandbox.destroy()
+            for future in pending:
+                future.result()
 
 
 def _snapshot(root: Path) -> list[tuple[str, int, int]]:

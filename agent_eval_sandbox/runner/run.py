@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,17 +19,17 @@ from agent_eval_sandbox import __version__
 from agent_eval_sandbox.config.dataset import MODEL_SCRIPT_NAME, Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import RunSettings
+from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 from agent_eval_sandbox.gateway.credentials import Credentials, upstream_url_from_env
 from agent_eval_sandbox.gateway.gateway import ModelGateway
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.script import Advance, load_script, parse_script
 from agent_eval_sandbox.hooks.lifecycle import HookRunner, Phase, RunInfo
+from agent_eval_sandbox.hooks.outputs import write_run_hook_outputs
 from agent_eval_sandbox.judges.llm import JudgeEndpoint
 from agent_eval_sandbox.judges.scoring import DEFAULT_PARALLELISM as DEFAULT_JUDGE_PARALLELISM
 from agent_eval_sandbox.judges.scoring import score_run
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
-from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
-from agent_eval_sandbox.hooks.outputs import write_run_hook_outputs
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.display import ProgressDisplay
 from agent_eval_sandbox.runner.invocation import CaseStatus, RunContext, execute_invocation, offline_script_path
@@ -136,6 +136,7 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
     image = ensure_sandbox_image(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version),
         rebuild=request.rebuild_image,
+        bootstrap_missing_base=True,
         console=err_console,
     )
     run_dir = RunDir.create(request.runs_base, config.name, request.run_id)
@@ -208,7 +209,7 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
                 try:
                     futures = [
                         pool.submit(execute_invocation, ctx, inv, status, f"{index:04d}")
-                        for index, (inv, status) in enumerate(zip(request.invocations, statuses))
+                        for index, (inv, status) in enumerate(zip(request.invocations, statuses, strict=True))
                     ]
                     entries = [future.result() for future in futures]
                 except BaseException:

@@ -211,11 +211,6 @@ class Sandbox(ABC):
     def freeze(self) -> None:
         """Stop every process now, keeping the files for `copy_out` (idempotent)."""
 
-    @property
-    @abstractmethod
-    def frozen(self) -> bool:
-        """Whether a deadline (or `freeze`) stopped the sandbox."""
-
     @abstractmethod
     def thaw(self) -> bool:
         """Resume a frozen sandbox with every process killed but its idle main one.

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import tarfile
 import tempfile
 from collections import deque
@@ -23,7 +25,7 @@ import docker.errors
 from rich.console import Console
 
 from agent_eval_sandbox.errors import ImageError
-from agent_eval_sandbox.sandbox.bootstrap import local_base_ref
+from agent_eval_sandbox.sandbox.bootstrap import bootstrap_base, local_base_ref
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION, ClaudeBinary, ensure_claude_binary
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
 from agent_eval_sandbox.sandbox.locks import host_lock
@@ -126,20 +128,35 @@ def resolve_base(
             fix="pull or load it, or unset sandbox.base_image to use a base made by "
             "`agent-eval-sandbox image bootstrap-base`",
         )
-    raise ImageError(
+    raise NoBaseImageError(
         f"no base image for the sandbox: {local_base_ref()} does not exist and {REGISTRY_BASE} cannot be pulled",
         fix="run `agent-eval-sandbox image bootstrap-base` (offline Debian base), or set sandbox.base_image",
     )
+
+
+class NoBaseImageError(ImageError):
+    """Neither a configured, a bootstrapped nor a pullable base image exists."""
+
+
+def can_bootstrap_base() -> bool:
+    """debootstrap needs root and the tool itself."""
+    return os.geteuid() == 0 and shutil.which("debootstrap") is not None
 
 
 def ensure_sandbox_image(
     settings: ImageSettings = ImageSettings(),
     *,
     rebuild: bool = False,
+    bootstrap_missing_base: bool = False,
     client: docker.DockerClient | None = None,
     console: Console | None = None,
 ) -> SandboxImage:
-    """The image to run cases in, built (with progress) only if missing, or if `rebuild`."""
+    """The image to run cases in, built (with progress) only if missing, or if `rebuild`.
+
+    With `bootstrap_missing_base`, a host with no base image and no registry
+    gets one made with debootstrap (when it can: root, debootstrap installed)
+    instead of an error.
+    """
     client = client or connect()
     if settings.image:
         if _local_id(client, settings.image) is None:
@@ -152,7 +169,13 @@ def ensure_sandbox_image(
         return SandboxImage(ref=settings.image, built=False)
 
     with host_lock("sandbox-image"):
-        base_ref, base_id = resolve_base(client, settings.base_image, console=console)
+        try:
+            base_ref, base_id = resolve_base(client, settings.base_image, console=console)
+        except NoBaseImageError:
+            if not (bootstrap_missing_base and can_bootstrap_base()):
+                raise
+            bootstrap_base(client=client, console=console)
+            base_ref, base_id = resolve_base(client, settings.base_image, pull=False, console=console)
         with docker_errors("asking the daemon for its architecture"):
             arch = client.api.info().get("Architecture") or "x86_64"
         with Progress(console, f"fetching Claude Code {settings.claude_version}"):

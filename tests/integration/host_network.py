@@ -9,8 +9,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def host_ipv4_addresses() -> list[str]:

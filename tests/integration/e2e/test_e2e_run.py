@@ -228,3 +228,30 @@ def test_repo_mode_copy_without_answer_key_and_changes_as_diff(project):
     assert "-VERSION = 'old'" in diff and "+VERSION = 'new'" in diff
     assert (result.case("c1") / "_modified" / "src" / "app.py").read_text() == "VERSION = 'new'\n"
     assert (project.root / "src" / "app.py").read_text() == "VERSION = 'old'\n"  # the real repo is untouched
+
+
+def test_skills_and_plugins_are_staged_read_only(project):
+    project.eval_yaml("""
+        name: e2e-plugins
+        execution: {skill: scribe, arguments: "{task}", timeout: 120}
+        models: {skill: claude-sonnet-4-6}
+        runner: {permission_mode: bypassPermissions, plugin_dirs: [../shared-plugin]}
+        dataset: {path: cases}
+    """)
+    project.write(".claude/skills/scribe/SKILL.md", SKILL)
+    plugin = project.root.parent / "shared-plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "helpers", "version": "1.0.0"}')
+    (plugin / "skills" / "tidy").mkdir(parents=True)
+    (plugin / "skills" / "tidy" / "SKILL.md").write_text("---\nname: tidy\ndescription: tidies\n---\nTidy up.\n")
+    command = ("echo x > .claude/skills/scribe/SKILL.md; echo rc=$?; touch .staged-plugins/shared-plugin/new; echo rc=$?;"
+               " cat .claude/skills/scribe/SKILL.md | head -2; ls .staged-plugins/shared-plugin/skills")
+    project.case("c1", {"task": "try"}, script=[{"tool": "Bash", "input": {"command": command}}, {"text": "x"}])
+    result = project.run("--offline")
+    assert result.process.returncode == 0, result.process.stderr
+    output = "\n".join(result.tool_results("c1"))
+    assert output.count("Read-only file system") == 2 and "rc=0" not in output
+    assert "name: scribe" in output and "tidy" in output
+    init = next(json.loads(line) for line in (result.case("c1") / "stdout.log").read_text().splitlines()
+                if '"subtype":"init"' in line.replace(" ", ""))
+    assert "scribe" in init["slash_commands"] and "helpers:tidy" in init["slash_commands"]

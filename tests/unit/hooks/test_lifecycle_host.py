@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.hooks.lifecycle.host import TOKEN_VAR, HostExecutor, run_on_host, stragglers
+from agent_eval_sandbox.hooks.lifecycle.host import HostExecutor, run_on_host, stragglers
 
 GRACE_S = 0.5
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 import yaml
@@ -23,7 +22,7 @@ from agent_eval_sandbox.hooks.outputs import (
 
 BILLION_LAUGHS = "\n".join(
     ['a: &a ["x","x","x","x","x","x","x","x","x"]']
-    + [f"{n}: &{n} [{','.join([f'*{p}'] * 9)}]" for p, n in zip("abcdef", "bcdefg")]
+    + [f"{n}: &{n} [{','.join([f'*{p}'] * 9)}]" for p, n in zip("abcdef", "bcdefg", strict=True)]
 )
 
 
