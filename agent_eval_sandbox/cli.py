@@ -22,6 +22,7 @@ from agent_eval_sandbox.config.dataset import Dataset, load_dataset
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
 from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, require_runnable, resolve_run_settings
 from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.hooks.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
 
 EXIT_USAGE = 2
@@ -121,8 +122,11 @@ def validate(eval_yaml: Path) -> None:
     dataset = load_dataset_with_warnings(loaded)
     settings = resolve_run_settings(loaded.config, CliOverrides(), num_cases=len(dataset.cases))
     invocations = plan_invocations(loaded.config, dataset.cases, settings)
+    handlers = compile_handlers(loaded)
     for line in _summary_lines(loaded, dataset, invocations):
         click.echo(line)
+    if handlers is not None:
+        click.echo(f"  interception: {len(handlers.handlers)} handler(s), hook model {handlers.hook_model}")
 
 
 def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: list[Invocation]) -> dict[str, Any]:
@@ -244,7 +248,8 @@ def _execute(
         rebuild_image=rebuild_image,
     )
     console = Console()
-    err_console = Console(stderr=True)
+    # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
+    err_console = Console(stderr=True, soft_wrap=True)
     outcome = execute_run(request, console=console, err_console=err_console, show_progress=not as_json)
     score = outcome.score
     assert score is not None
@@ -308,6 +313,20 @@ def report(run_dir: Path, as_json: bool) -> None:
     from agent_eval_sandbox.report.build import build_reports
 
     _finish_with_score(build_reports(run_dir), as_json)
+
+
+@cli.command("compile-handlers")
+@click.argument("eval_yaml", default="eval.yaml", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Where to write (default: tool_handlers.yaml beside eval.yaml).")
+@click.option("--llm", is_flag=True,
+              help="Ask models.hook to fill input_filters and env_checks from each handler's prompt.")
+@handle_errors
+def compile_handlers_command(eval_yaml: Path, output: Path | None, llm: bool) -> None:
+    """Write tool_handlers.yaml (the compiled inputs.tools) for review; runs use it as is."""
+    from agent_eval_sandbox.hooks.interception import write_handlers
+
+    click.echo(f"wrote {write_handlers(load_with_warnings(eval_yaml), output, llm=llm)}")
 
 
 @cli.group()

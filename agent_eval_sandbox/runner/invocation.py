@@ -25,6 +25,16 @@ from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.gateway import Channel, ModelGateway
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.script import Script, load_script, parse_script
+from agent_eval_sandbox.hooks.interception import (
+    DECISIONS_FILE_NAME,
+    MANAGED_SETTINGS_PATH,
+    AnthropicAnswerer,
+    Broker,
+    CaseContext,
+    ContainerSettings,
+    ToolHandlers,
+    build_container_settings,
+)
 from agent_eval_sandbox.hooks.lifecycle import CaseInfo, HookFailed, HookRunner, Phase
 from agent_eval_sandbox.hooks.outputs import HookOutputs, write_case_hook_outputs
 from agent_eval_sandbox.runner import agent_command as ac
@@ -39,6 +49,7 @@ from agent_eval_sandbox.runner.events import background_tasks_killed, summarize_
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.rundir import RunDir, write_json, write_yaml
 from agent_eval_sandbox.runner.workspace import (
+    DeniedPredicate,
     StagedResource,
     create_output_dirs,
     stage_batch_workspace,
@@ -58,6 +69,7 @@ from agent_eval_sandbox.sandbox.base import (
 
 COPY_OUT_MAX_FILES = 100_000
 # Offline, a case without a script still runs the real CLI end to end.
+HOOK_SCRIPT_NAME = "hook_script.yaml"
 EMPTY_SCRIPT_TEXT = "(offline: this case has no model_script.yaml, so the scripted model has nothing to do)"
 LAUNCH_FAILED = 125
 
@@ -104,9 +116,11 @@ class RunContext:
     host_environ: dict[str, str]
     warn: Callable[[str], None]
     hooks: HookRunner | None = None
+    handlers: ToolHandlers | None = None  # compiled inputs.tools (None: no interception)
+    is_denied: DeniedPredicate = field(default=lambda _rel: False)  # paths kept out of every sandbox
+    answerer: AnthropicAnswerer | None = None  # the hook model for online runs
     global_hook_outputs: HookOutputs = field(default_factory=HookOutputs)  # before_all's env and data
     repo_copy: Path | None = None  # the staged project copy for workspace_mode: repo
-    extra_agent_flags: list[str] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -152,26 +166,19 @@ def offline_script_path(invocation: Invocation, dataset_dir: Path) -> Path:
     return invocation.cases[0].dir / MODEL_SCRIPT_NAME
 
 
+def offline_hook_script_path(invocation: Invocation, eval_dir: Path) -> Path | None:
+    """The offline hook model's script: the case's hook_script.yaml, else the one beside eval.yaml."""
+    candidates = [eval_dir / HOOK_SCRIPT_NAME]
+    if len(invocation.cases) == 1:
+        candidates.insert(0, invocation.cases[0].dir / HOOK_SCRIPT_NAME)
+    return next((path for path in candidates if path.is_file()), None)
+
+
 def offline_script(invocation: Invocation, dataset_dir: Path) -> Script:
     path = offline_script_path(invocation, dataset_dir)
     if path.is_file():
         return load_script(path)
     return parse_script([{"text": EMPTY_SCRIPT_TEXT}], source=f"{invocation.id} (no {path})")
-
-
-def _settings_json(ctx: RunContext) -> dict[str, Any]:
-    env, dropped = ac.workspace_env(ctx.config, ctx.host_environ)
-    for key in dropped:
-        ctx.warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
-    settings: dict[str, Any] = {"env": env} if env else {}
-    for key, value in ctx.config.runner.settings.items():
-        if isinstance(value, dict) and isinstance(settings.get(key), dict):
-            settings[key] = {**settings[key], **value}
-        elif isinstance(value, list) and isinstance(settings.get(key), list):
-            settings[key] = settings[key] + value
-        else:
-            settings[key] = value
-    return settings
 
 
 def _stage_workspace(ctx: RunContext, invocation: Invocation, dest: Path) -> None:
@@ -183,11 +190,7 @@ def _stage_workspace(ctx: RunContext, invocation: Invocation, dest: Path) -> Non
     elif config.is_batch:
         stage_batch_workspace(config, list(invocation.batch_entries), list(invocation.case_order), dest)
     else:
-        stage_case_workspace(config, invocation.cases[0], dest)
-    settings = _settings_json(ctx)
-    if settings:
-        (dest / ".claude").mkdir(exist_ok=True)
-        (dest / ".claude" / "settings.json").write_text(json.dumps(settings, indent=2))
+        stage_case_workspace(config, invocation.cases[0], dest, is_denied=ctx.is_denied)
 
 
 def _end_reason(result: ExecResult | None, refused: int, cli_budget_stop: bool) -> str:
@@ -235,7 +238,11 @@ class _InvocationRun:
         self.before, self.after = stage / "workspace", stage / "after"
         self.projects, self.channel_dir = stage / "projects", stage / "run"
         self.server: ScriptedModelServer | None = None
+        self.hook_model_server: ScriptedModelServer | None = None
         self.channel: Channel | None = None
+        self.broker: Broker | None = None
+        self.settings: ContainerSettings | None = None
+        self.workspace_env: dict[str, str] = {}
         self.sandbox: Sandbox | None = None
         self.copied_out = False
         self.per_case_hooks = not config.is_batch and not config.is_repo_mode and ctx.hooks is not None
@@ -250,6 +257,7 @@ class _InvocationRun:
         for case in self.invocation.cases:
             shutil.copyfile(case.input_file, self.ctx.run_dir.case(case.id) / "input.yaml")
         _stage_workspace(self.ctx, self.invocation, self.before)
+        self._write_settings(stage_dir=self.channel_dir.parent)
         if self.ctx.offline:
             self.server = ScriptedModelServer(offline_script(self.invocation, self.ctx.loaded.dataset_dir)).start()
         channel = self.ctx.gateway.open_channel(
@@ -262,16 +270,56 @@ class _InvocationRun:
         self.channel = channel
         self.status.channel_cost = lambda: channel.spent_usd
 
+    def _write_settings(self, stage_dir: Path) -> None:
+        """The workspace's .claude/settings.json and the read-only managed settings."""
+        self.workspace_env, _ = ac.workspace_env(self.ctx.config, self.ctx.host_environ)
+        self.settings = build_container_settings(self.ctx.config, self.ctx.handlers,
+                                                 workspace_env=self.workspace_env)
+        if self.settings.workspace_settings:
+            (self.before / ".claude").mkdir(exist_ok=True)
+            (self.before / ".claude" / "settings.json").write_text(
+                json.dumps(self.settings.workspace_settings, indent=2))
+        managed = stage_dir / "managed-settings.json"
+        managed.write_text(json.dumps(self.settings.managed_settings, indent=2))
+        managed.chmod(0o644)
+        self.managed_settings_file = managed
+
+    def _start_broker(self, agent_env: dict[str, str]) -> None:
+        """The host side of the PreToolUse hook: it holds the handlers and the case context."""
+        if self.settings is None or not self.settings.intercepts or self.ctx.handlers is None:
+            return
+        answerer = self.ctx.answerer
+        if self.ctx.offline:
+            script = offline_hook_script_path(self.invocation, self.ctx.loaded.root)
+            answerer = None
+            if script is not None:
+                self.hook_model_server = ScriptedModelServer(load_script(script)).start()
+                answerer = AnthropicAnswerer({"ANTHROPIC_BASE_URL": self.hook_model_server.url,
+                                              "ANTHROPIC_API_KEY": "agent-eval-sandbox-offline"})
+        context = CaseContext.from_case_dir(self.invocation.cases[0].dir) if not self.ctx.config.is_batch else CaseContext()
+        self.broker = Broker(
+            self.invocation.id,
+            self.channel_dir / "broker.sock",
+            self.ctx.handlers,
+            context,
+            # The environment the agent's own hook would see: settings env over the process env.
+            {**agent_env, **self.workspace_env},
+            self.out_dir / DECISIONS_FILE_NAME,
+            answerer=answerer,
+            warn=self.ctx.warn,
+        ).start()
+
     def get_sandbox(self) -> Sandbox:
         """The case's sandbox, created (and the staged workspace copied in) on first use."""
         if self.sandbox is None:
             if self.ctx.cancelled.is_set():
                 raise SandboxError("the run was interrupted before this case started")
             self.status.state = "starting"
-            mounts = [BindMount(self.channel_dir, ac.RUN_DIR_IN_SANDBOX)]
+            mounts = [BindMount(self.channel_dir, ac.RUN_DIR_IN_SANDBOX),
+                      BindMount(self.managed_settings_file, MANAGED_SETTINGS_PATH)]
             mounts += [BindMount(r.host_path, r.container_path) for r in self.ctx.resources]
             self.sandbox = self.ctx.backend.create(sandbox_spec(self.ctx, self.invocation.id, mounts))
-            self.sandbox.copy_in(self.before, ac.WORKSPACE)
+            self.sandbox.copy_in(self.before, ac.WORKSPACE, exclude=self.ctx.is_denied)
             self._copied_snapshot = _snapshot(self.before)
         return self.sandbox
 
@@ -289,19 +337,19 @@ class _InvocationRun:
         )
         # A host hook after a container hook changed the staged copy: send it in again.
         if self.sandbox is not None and _snapshot(self.before) != self._copied_snapshot:
-            self.sandbox.copy_in(self.before, ac.WORKSPACE)
+            self.sandbox.copy_in(self.before, ac.WORKSPACE, exclude=self.ctx.is_denied)
         return phase.outputs
 
     def run_agent(self, hook_env: dict[str, str]) -> ExecResult:
         config, ctx = self.ctx.config, self.ctx
         sandbox = self.get_sandbox()
         plugin_dirs = [r.container_path for r in ctx.resources if "/.staged-plugins/" in r.container_path]
-        argv = ac.launcher_argv(
-            ac.claude_argv(config, ctx.settings, plugin_dirs=plugin_dirs, extra_flags=ctx.extra_agent_flags)
-        )
+        flags = self.settings.cli_flags if self.settings else []
+        argv = ac.launcher_argv(ac.claude_argv(config, ctx.settings, plugin_dirs=plugin_dirs, extra_flags=flags))
         agent_env = ac.agent_environment(config, ctx.settings, host_environ=ctx.host_environ, hook_env=hook_env)
         for key in agent_env.dropped:
             ctx.warn(f"{self.invocation.id}: {key} is set by the sandbox itself; the configured value is ignored")
+        self._start_broker(agent_env.env)
         self.status.state = "running"
         with open(self.out_dir / "stdout.log", "wb") as stdout, open(self.out_dir / "stderr.log", "wb") as stderr:
             return sandbox.exec(
@@ -346,7 +394,8 @@ class _InvocationRun:
         """Remove the sandbox and stop the channel and model server, side by side.
 
         The sandbox goes first in its own right: whatever else fails, it is removed."""
-        closers = [part.close for part in (self.channel, self.server) if part is not None]
+        closers = [part.close for part in (self.channel, self.server, self.broker, self.hook_model_server)
+                   if part is not None]
         with ThreadPoolExecutor(max_workers=max(1, len(closers))) as pool:
             pending = [pool.submit(closer) for closer in closers]
             if self.sandbox is not None:

@@ -24,6 +24,7 @@ from agent_eval_sandbox.gateway.credentials import Credentials, upstream_url_fro
 from agent_eval_sandbox.gateway.gateway import ModelGateway
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.script import Advance, load_script, parse_script
+from agent_eval_sandbox.hooks.interception import AnthropicAnswerer, compile_handlers, deny_filter
 from agent_eval_sandbox.hooks.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.hooks.outputs import write_run_hook_outputs
 from agent_eval_sandbox.judges.llm import JudgeEndpoint
@@ -32,7 +33,13 @@ from agent_eval_sandbox.judges.scoring import score_run
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.display import ProgressDisplay
-from agent_eval_sandbox.runner.invocation import CaseStatus, RunContext, execute_invocation, offline_script_path
+from agent_eval_sandbox.runner.invocation import (
+    HOOK_SCRIPT_NAME,
+    CaseStatus,
+    RunContext,
+    execute_invocation,
+    offline_script_path,
+)
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.rundir import RunDir, write_json
 from agent_eval_sandbox.runner.workspace import answer_key_paths, stage_project_resources, stage_repo_workspace
@@ -126,7 +133,13 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
             warn(f"--offline: no {MODEL_SCRIPT_NAME} for {', '.join(missing[:5])}"
                  + (f" (+{len(missing) - 5})" if len(missing) > 5 else "")
                  + "; the scripted model only answers with a note")
+    handlers = compile_handlers(request.loaded)
+    _, dropped = ac.workspace_env(config, environ)
+    for key in dropped:
+        warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
     gateway = _gateway(request, environ)
+    # Online, AskUserQuestion's model tier uses the host's credentials (never the sandbox's).
+    answerer = AnthropicAnswerer(environ) if handlers is not None and not request.offline else None
     backend: SandboxBackend = get_backend(config.sandbox.backend)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
@@ -178,13 +191,18 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
     try:
         resources = []
         repo_copy = None
+        is_denied = deny_filter(config)
         if config.is_repo_mode:
             repo_copy = staging / "repo"
+            # The offline judge and hook model scripts hold verdicts and answers: answer key too.
             exclude = answer_key_paths(config, request.project_root, request.loaded.path,
-                                       request.loaded.dataset_dir, request.runs_base)
-            stage_repo_workspace(request.project_root, repo_copy, exclude=exclude)
+                                       request.loaded.dataset_dir, request.runs_base,
+                                       extra=[request.loaded.root / JUDGE_SCRIPT_NAME,
+                                              request.loaded.root / HOOK_SCRIPT_NAME])
+            stage_repo_workspace(request.project_root, repo_copy, exclude=exclude, is_denied=is_denied)
         else:
-            resources = stage_project_resources(config, request.project_root, staging / "project")
+            resources = stage_project_resources(config, request.project_root, staging / "project",
+                                                is_denied=is_denied)
         with hooks.around_run(config.hooks) as before_all:
             ctx = RunContext(
                 loaded=request.loaded,
@@ -201,6 +219,9 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
                 warn=warn,
                 repo_copy=repo_copy,
                 hooks=hooks,
+                handlers=handlers,
+                is_denied=is_denied,
+                answerer=answerer,
                 global_hook_outputs=before_all.outputs,
             )
             with run_scope(backend, request.run_id), ProgressDisplay(statuses, err_console, enabled=show_progress):
@@ -230,6 +251,8 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
             score = _score(request, run_dir, hooks, err_console)
     finally:
         gateway.close()
+        if answerer is not None:
+            answerer.close()
         shutil.rmtree(staging, ignore_errors=True)
     return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score)
 

@@ -1,0 +1,52 @@
+"""Tool interception: compiled handlers, the host-side hook broker, permissions as CLI and OS rules.
+
+The runner's view:
+
+- `compile_handlers(loaded)` -> the case handlers (None: no `inputs.tools`);
+  `write_handlers(...)` backs `agent-eval-sandbox compile-handlers`.
+- `build_container_settings(...)` -> the workspace `.claude/settings.json`,
+  the read-only managed settings and the extra `claude` flags.
+- `deny_filter(config)` -> the predicate of workspace paths left out of the container.
+- `Broker(...)` per case, on a unix socket mounted read-only into the
+  container, logging to `cases/<id>/tool_decisions.jsonl`; `AnthropicAnswerer`
+  answers questions with the hook model.
+"""
+
+from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
+from agent_eval_sandbox.hooks.interception.broker import DECISIONS_FILE_NAME, Broker, BrokerLimits
+from agent_eval_sandbox.hooks.interception.compiler import compile_handlers, extract_patterns, write_handlers
+from agent_eval_sandbox.hooks.interception.decision import CaseContext, Decision, ToolEvent, decide
+from agent_eval_sandbox.hooks.interception.handlers import HANDLERS_FILE_NAME, HandlersError, ToolHandlers
+from agent_eval_sandbox.hooks.interception.paths import PathDenyFilter, deny_filter
+from agent_eval_sandbox.hooks.interception.permissions import compile_permission_rules, compile_permissions
+from agent_eval_sandbox.hooks.interception.settings import (
+    BROKER_SOCKET_IN_SANDBOX,
+    MANAGED_SETTINGS_PATH,
+    ContainerSettings,
+    build_container_settings,
+)
+
+__all__ = [
+    "BROKER_SOCKET_IN_SANDBOX",
+    "DECISIONS_FILE_NAME",
+    "HANDLERS_FILE_NAME",
+    "MANAGED_SETTINGS_PATH",
+    "AnthropicAnswerer",
+    "Broker",
+    "BrokerLimits",
+    "CaseContext",
+    "ContainerSettings",
+    "Decision",
+    "HandlersError",
+    "PathDenyFilter",
+    "ToolEvent",
+    "ToolHandlers",
+    "build_container_settings",
+    "compile_handlers",
+    "compile_permission_rules",
+    "compile_permissions",
+    "decide",
+    "deny_filter",
+    "extract_patterns",
+    "write_handlers",
+]

@@ -1,0 +1,150 @@
+"""The hook model, through the anthropic SDK: tier 2 of AskUserQuestion answering.
+
+The host's environment gives the base URL and credentials (offline: the
+scripted model server), so the case files sent as context never pass through
+the container. The SDK's own retries are off; tenacity retries transient
+failures within the caller's time budget. Requests ask for temperature 0, as
+the reference does; a model that rejects `temperature` (newer models accept
+only the default) gets the request once more without it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+
+from agent_eval_sandbox.hooks.interception.decision import AnswerRequest
+
+MAX_TOKENS = 256
+# The SDK has no sampling parameters any more; the reference asks for temperature 0.
+GREEDY = {"temperature": 0}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 3
+    initial_wait_s: float = 0.5
+    max_wait_s: float = 5.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Rate limits, timeouts, overload, server errors and broken connections."""
+    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, anthropic.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+def rejects_temperature(exc: BaseException) -> bool:
+    return isinstance(exc, anthropic.BadRequestError) and "temperature" in str(exc).lower()
+
+
+def client_from_env(environ: Mapping[str, str], *, timeout_s: float) -> anthropic.Anthropic:
+    """An SDK client for the host's endpoint and credentials (`ANTHROPIC_BASE_URL`, key or token)."""
+    return anthropic.Anthropic(
+        base_url=environ.get("ANTHROPIC_BASE_URL") or None,
+        api_key=environ.get("ANTHROPIC_API_KEY") or None,
+        auth_token=environ.get("ANTHROPIC_AUTH_TOKEN") or None,
+        max_retries=0,
+        timeout=timeout_s,
+    )
+
+
+def first_text(message: Any) -> str:
+    for block in getattr(message, "content", None) or []:
+        if getattr(block, "type", None) == "text":
+            return str(block.text)
+    raise ValueError("the model answered without text")
+
+
+def create_message(
+    client: anthropic.Anthropic,
+    request: dict[str, Any],
+    *,
+    deadline: float,
+    retry: RetryPolicy,
+) -> Any:
+    """messages.create with transient retries until `deadline` (monotonic seconds)."""
+    retrying = Retrying(
+        stop=stop_after_attempt(retry.attempts) | stop_after_delay(max(deadline - time.monotonic(), 0.0)),
+        wait=wait_exponential(multiplier=retry.initial_wait_s, max=retry.max_wait_s),
+        retry=retry_if_exception(is_transient),
+        reraise=True,
+    )
+    for attempt in retrying:
+        with attempt:
+            timeout = max(deadline - time.monotonic(), 0.1)
+            try:
+                return client.messages.create(**request, timeout=timeout)
+            except anthropic.BadRequestError as exc:
+                if "extra_body" not in request or not rejects_temperature(exc):
+                    raise
+                request = {k: v for k, v in request.items() if k != "extra_body"}
+                return client.messages.create(**request, timeout=timeout)
+    raise AssertionError("unreachable: tenacity reraises")
+
+
+def answer_prompt(request: AnswerRequest) -> str:
+    """What the hook model is asked: instructions, case context, the question, its options."""
+    options = "\n".join(
+        f"  {number}. {option.label}: {option.description}" for number, option in enumerate(request.options, 1)
+    )
+    return (
+        "You are answering a question on behalf of the user, during an automated evaluation run.\n\n"
+        f"Handler instructions: {request.handler_prompt}\n\n"
+        f"Case context:\n{request.case_context}\n\n"
+        f"Question: {request.question}\n\n"
+        f"Available options:\n{options}\n\n"
+        "Based on the handler instructions and the case context, which option should be selected?\n"
+        "Reply with ONLY the option label text, nothing else."
+    )
+
+
+class AnthropicAnswerer:
+    """Calls the hook model; one SDK client shared by the broker's threads.
+
+    Called as `answerer(request, timeout_s)`; returns the model's raw reply
+    (the decision logic resolves it to an option label) or raises.
+    """
+
+    def __init__(self, environ: Mapping[str, str], *, retry: RetryPolicy | None = None) -> None:
+        self._environ = dict(environ)
+        self._retry = retry or RetryPolicy()
+        self._client: anthropic.Anthropic | None = None
+        self._lock = threading.Lock()
+
+    def _get_client(self) -> anthropic.Anthropic:
+        with self._lock:
+            if self._client is None:
+                self._client = client_from_env(self._environ, timeout_s=30.0)
+            return self._client
+
+    def __call__(self, request: AnswerRequest, timeout_s: float) -> str:
+        client = self._get_client()
+        if not (client.api_key or client.auth_token):
+            raise RuntimeError("no credentials for the hook model: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN")
+        message = create_message(
+            client,
+            {
+                "model": request.model,
+                "max_tokens": MAX_TOKENS,
+                "messages": [{"role": "user", "content": answer_prompt(request)}],
+                "extra_body": GREEDY,
+            },
+            deadline=time.monotonic() + timeout_s,
+            retry=self._retry,
+        )
+        return first_text(message)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None

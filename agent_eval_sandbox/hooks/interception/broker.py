@@ -1,0 +1,432 @@
+"""The host-side hook broker: one per case, on a unix socket the container reaches read-only.
+
+The in-container hook client sends each PreToolUse event here and prints what
+comes back. The broker holds everything the decision needs — the handlers,
+the case's input.yaml and answers.yaml, the environment the host configured
+for the case — none of which enters the container, and it appends every
+decision to `cases/<id>/tool_decisions.jsonl` itself: the agent can neither
+read the policy nor forge the record of what it decided.
+
+Wire protocol (one request per connection, the client half-closes after it):
+
+    client -> broker:  b"agent-eval-hook/1\\n" + the hook's stdin (the event JSON)
+    broker -> client:  {"decision": "allow"|"deny"|"pass", "reason": "...", "hook_output": {...}|null}
+
+Requests are bounded in size, in the time to arrive and in how many are
+served at once; whatever is wrong with one (too big, too slow, not JSON, not
+an event, a bug of ours) is a logged deny. A question reaches the broker
+twice (the managed gate hook, then the answering hook): the second time it
+gets the first answer, so the hook model is asked, and the decision logged,
+once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import socketserver
+import stat
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.hooks.interception.decision import (
+    AnswerRequest,
+    Answerer,
+    CaseContext,
+    Decision,
+    MalformedEvent,
+    ToolEvent,
+    decide,
+    deny,
+)
+from agent_eval_sandbox.hooks.interception.handlers import ASK_USER_QUESTION, ToolHandlers
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_LINE = b"agent-eval-hook/1\n"
+DECISIONS_FILE_NAME = "tool_decisions.jsonl"
+# sun_path is 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH_BYTES = 107
+_PREVIEW_BYTES = 2048
+_REMEMBERED_QUESTIONS = 256
+_DRAIN_S = 1.0
+
+# (request, timeout_s) -> the hook model's raw reply; see answerer.AnthropicAnswerer.
+TimedAnswerer = Callable[[AnswerRequest, float], str]
+
+
+@dataclass(frozen=True)
+class BrokerLimits:
+    # Write/Edit events carry the whole file content.
+    max_request_bytes: int = 16 * 1024 * 1024
+    read_timeout_s: float = 10.0
+    max_connections: int = 32
+    # For one AskUserQuestion call (all its questions): under the client's
+    # 110 s and the hook's 120 s, so a slow model degrades to the fallback.
+    answer_budget_s: float = 90.0
+    llm_timeout_s: float = 30.0
+    # Per case: the agent can reach the socket and could otherwise spend the hook model's budget.
+    max_llm_calls: int = 200
+
+
+class RequestError(Exception):
+    """A request the broker refuses before it is an event (size, time, protocol)."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def decision_record(
+    case_id: str,
+    event: ToolEvent,
+    decision: Decision,
+    *,
+    at: str,
+    duration_ms: int,
+) -> dict[str, Any]:
+    """One line of tool_decisions.jsonl."""
+    handler = (
+        {"index": decision.handler_index, "match": decision.handler_match}
+        if decision.handler_index is not None
+        else None
+    )
+    return {
+        "time": at,
+        "case_id": case_id,
+        "tool_name": event.tool_name,
+        "tool_use_id": event.tool_use_id,
+        "tool_input": event.tool_input,
+        "session_id": event.session_id,
+        "decision": decision.kind,
+        "reason": decision.reason,
+        "handler": handler,
+        "answers": {a.question: a.answer for a in decision.answers} if decision.answers else None,
+        "answer_details": [a.record() for a in decision.answers] or None,
+        "warnings": list(decision.warnings) or None,
+        "error": None,
+        "duration_ms": duration_ms,
+    }
+
+
+def refusal_record(case_id: str, error: str, raw: bytes, *, at: str, duration_ms: int) -> dict[str, Any]:
+    """The line for a request that never became an event: same keys, plus what arrived."""
+    return {
+        "time": at,
+        "case_id": case_id,
+        "tool_name": None,
+        "tool_use_id": None,
+        "tool_input": None,
+        "session_id": None,
+        "decision": "deny",
+        "reason": error,
+        "handler": None,
+        "answers": None,
+        "answer_details": None,
+        "warnings": None,
+        "error": error,
+        "duration_ms": duration_ms,
+        "request_bytes": len(raw),
+        "request_preview": raw[:_PREVIEW_BYTES].decode("utf-8", "replace"),
+    }
+
+
+def response(decision: Decision) -> dict[str, Any]:
+    return {"decision": decision.kind, "reason": decision.reason, "hook_output": decision.hook_output()}
+
+
+class DecisionLog:
+    """Append-only JSON lines, one per decision, flushed as written."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._handle: TextIO | None = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            if self._handle is not None:
+                self._handle.write(line)
+                self._handle.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+
+
+def read_request(sock: Any, limits: BrokerLimits) -> bytes:
+    """The event bytes after the protocol line, read to EOF within the limits."""
+    deadline = time.monotonic() + limits.read_timeout_s
+    received = bytearray()
+    cap = limits.max_request_bytes + len(PROTOCOL_LINE)
+    while True:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            raise RequestError(f"the request did not arrive within {limits.read_timeout_s:g} s") from None
+        if not chunk:
+            break
+        received += chunk
+        if len(received) > cap:
+            raise RequestError(f"the request is larger than {limits.max_request_bytes} bytes")
+    if not received.startswith(PROTOCOL_LINE):
+        raise RequestError("not an agent-eval hook request (the protocol line is missing)")
+    return bytes(received[len(PROTOCOL_LINE):])
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: _BrokerServer
+
+    def handle(self) -> None:
+        broker = self.server.broker
+        started = time.monotonic()
+        if not broker.slots.acquire(blocking=False):
+            reply = broker.refuse(f"the broker is serving {broker.limits.max_connections} requests already", b"", started)
+            self._send(reply)
+            return
+        broker.begin()
+        try:
+            try:
+                raw = read_request(self.request, broker.limits)
+            except RequestError as exc:
+                reply = broker.refuse(str(exc), b"", started)
+            except OSError as exc:
+                reply = broker.refuse(f"the request could not be read: {exc}", b"", started)
+            else:
+                reply = broker.respond(raw, started)
+            self._send(reply)
+        finally:
+            broker.slots.release()
+            broker.finish()
+
+    def _send(self, reply: Mapping[str, Any]) -> None:
+        sock = self.request
+        try:
+            sock.settimeout(self.server.broker.limits.read_timeout_s)
+            sock.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            sock.shutdown(socket.SHUT_WR)
+            # A refused request may still be arriving: closing on unread data would
+            # reset the connection and the client would lose the reason. Drain briefly.
+            deadline = time.monotonic() + _DRAIN_S
+            while (remaining := deadline - time.monotonic()) > 0:
+                sock.settimeout(remaining)
+                if not sock.recv(65536):
+                    break
+        except OSError:
+            log.debug("hook broker: the client went away before the answer", exc_info=True)
+
+
+class _BrokerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, broker: Broker) -> None:
+        self.broker = broker
+        super().__init__(path, _Handler)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        log.debug("hook broker: case %s: connection error", self.broker.case_id, exc_info=True)
+
+
+def prepare_socket_path(path: Path) -> None:
+    size = len(os.fsencode(path))
+    if size > MAX_SOCKET_PATH_BYTES:
+        raise UserError(
+            f"hook broker socket path is {size} bytes, over the {MAX_SOCKET_PATH_BYTES}-byte limit of unix sockets: {path}",
+            fix="use a shorter directory for the per-case sockets",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise UserError(f"{path} exists and is not a socket", fix="remove it or choose another socket path")
+    path.unlink()  # left by an earlier run that did not close
+
+
+def _warn_on_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+class Broker:
+    """One case's hook broker.
+
+        with Broker(case.id, run_sock_dir / "broker.sock", handlers, CaseContext.from_case_dir(case.dir),
+                    case_env, case_dir / "tool_decisions.jsonl",
+                    answerer=AnthropicAnswerer(hook_model_env)) as broker:
+            ...  # run the case with the socket's directory mounted at /run/agent-eval (read-only)
+    """
+
+    def __init__(
+        self,
+        case_id: str,
+        socket_path: Path | str,
+        handlers: ToolHandlers,
+        case: CaseContext,
+        env: Mapping[str, str],
+        log_path: Path | str,
+        *,
+        answerer: TimedAnswerer | None,
+        warn: Callable[[str], None] = _warn_on_stderr,
+        limits: BrokerLimits | None = None,
+    ) -> None:
+        self.case_id = case_id
+        self.socket_path = Path(socket_path)
+        self.handlers = handlers
+        self.case = case
+        self.env = dict(env)
+        self.log_path = Path(log_path)
+        self.limits = limits or BrokerLimits()
+        self.slots = threading.BoundedSemaphore(self.limits.max_connections)
+        self._answerer = answerer
+        self._warn = warn
+        self._warned: set[str] = set()
+        self._lock = threading.Condition()
+        self._in_flight = 0
+        self._decisions = 0
+        self._llm_calls = 0
+        # A question's first answer, for the second hook that asks about the same call.
+        self._answered: OrderedDict[tuple[str, str], Decision] = OrderedDict()
+        self._ask_lock = threading.Lock()
+        self._log: DecisionLog | None = None
+        self._server: _BrokerServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Broker:
+        """Create the socket (mode 0666: the container's user is not ours) and serve it."""
+        prepare_socket_path(self.socket_path)
+        self._log = DecisionLog(self.log_path)
+        self._server = _BrokerServer(str(self.socket_path), self)
+        os.chmod(self.socket_path, 0o666)
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"broker-{self.case_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def decisions(self) -> int:
+        """Decisions logged so far (a repeated question counts once)."""
+        with self._lock:
+            return self._decisions
+
+    def begin(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def finish(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._lock.notify_all()
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._decisions += 1
+        if self._log is not None:
+            self._log.write(record)
+
+    def _emit(self, warnings: tuple[str, ...]) -> None:
+        with self._lock:
+            new = [w for w in dict.fromkeys(warnings) if w not in self._warned]
+            self._warned.update(new)
+        for warning in new:
+            self._warn(f"case {self.case_id}: {warning}")
+
+    def refuse(self, error: str, raw: bytes, started: float) -> dict[str, Any]:
+        """Deny a request that is not a decidable event, and log why."""
+        reason = f"hook broker refused the request: {error}"
+        self._write(refusal_record(self.case_id, reason, raw, at=_now(), duration_ms=_elapsed_ms(started)))
+        return response(deny(reason))
+
+    def respond(self, raw: bytes, started: float) -> dict[str, Any]:
+        at = _now()
+        try:
+            event = ToolEvent.from_payload(json.loads(raw))
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError and MalformedEvent are ValueErrors
+            detail = str(exc) if isinstance(exc, MalformedEvent) else f"the hook input is not JSON ({exc})"
+            return self.refuse(detail, raw, started)
+        try:
+            decision, fresh = self._decide(event)
+        except Exception as exc:  # a bug of ours must deny, never allow
+            log.exception("hook broker: case %s: deciding %s failed", self.case_id, event.tool_name)
+            decision, fresh = deny(f"hook broker error: {type(exc).__name__}: {exc}"), True
+        if fresh:
+            self._emit(decision.warnings)
+            record = decision_record(self.case_id, event, decision, at=at, duration_ms=_elapsed_ms(started))
+            self._write(record)
+        return response(decision)
+
+    def _decide(self, event: ToolEvent) -> tuple[Decision, bool]:
+        """The decision, and whether it is new (False: a question answered before)."""
+        # The budget starts now: waiting for another question's answer spends it too.
+        answerer = self._budgeted_answerer()
+        if event.tool_name != ASK_USER_QUESTION or event.tool_use_id is None:
+            return decide(event, self.handlers, self.case, self.env, answerer), True
+        key = (event.tool_use_id, json.dumps(event.tool_input.get("questions"), sort_keys=True, default=str))
+        with self._ask_lock:
+            known = self._answered.get(key)
+            if known is not None:
+                return known, False
+            decision = decide(event, self.handlers, self.case, self.env, answerer)
+            self._answered[key] = decision
+            while len(self._answered) > _REMEMBERED_QUESTIONS:
+                self._answered.popitem(last=False)
+            return decision, True
+
+    def _budgeted_answerer(self) -> Answerer | None:
+        """The answerer for one call: bounded by the call's time budget and the case's call cap."""
+        answerer = self._answerer
+        if answerer is None:
+            return None
+        deadline = time.monotonic() + self.limits.answer_budget_s
+
+        def answer(request: AnswerRequest) -> str:
+            remaining = deadline - time.monotonic()
+            if remaining < 1.0:
+                raise TimeoutError(f"the {self.limits.answer_budget_s:g} s answer budget of this call is spent")
+            with self._lock:
+                if self._llm_calls >= self.limits.max_llm_calls:
+                    raise RuntimeError(f"the case's cap of {self.limits.max_llm_calls} hook-model calls is reached")
+                self._llm_calls += 1
+            return answerer(request, min(self.limits.llm_timeout_s, remaining))
+
+        return answer
+
+    def close(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, let requests in flight finish (up to `grace_s`), remove the socket."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight == 0, timeout=grace_s)
+        if self._log is not None:
+            self._log.close()
+        self.socket_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _elapsed_ms(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
