@@ -71,6 +71,9 @@ DROPPED_RESPONSE_HEADERS = frozenset(
 # sun_path is 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH_BYTES = 107
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=120.0, pool=30.0)
+# A refused request is logged with at most this much of its body (a size and a preview beyond).
+REFUSED_BODY_LOG_BYTES = 64 * 1024
+MAX_LOGGED_REQUEST_LINE = 512
 
 
 def upstream_headers(incoming: Iterable[tuple[str, str]], credentials: Credentials) -> dict[str, str]:
@@ -140,6 +143,20 @@ class _GatewayHandler(MessagesApiHandler):
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_CONNECT = _dispatch
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Requests the HTTP parser refuses (not HTTP, an unknown method, oversized
+        headers) never reach `_dispatch`; they are logged here, like every other."""
+        channel = self.server.channel
+        line = self.raw_requestline[:MAX_LOGGED_REQUEST_LINE].decode("iso-8859-1").rstrip("\r\n")
+        exchange = _Exchange(self.command or "-", line, {})
+        exchange.status, exchange.outcome = code, "bad_request"
+        exchange.error = f"not a valid HTTP request: {message or code}"
+        channel.begin()
+        try:
+            super().send_error(code, message, explain)
+        finally:
+            channel.finish(exchange)
+
     def _handle(self, channel: Channel, exchange: _Exchange) -> None:
         if channel.closed:
             # A keep-alive connection outliving its case: nothing more goes through.
@@ -154,8 +171,8 @@ class _GatewayHandler(MessagesApiHandler):
             exchange.status, exchange.outcome, exchange.error = exc.status, "bad_request", exc.message
             self.send_api_error(exc.status, "invalid_request_error", f"model gateway: {exc.message}")
             return
-        exchange.request = parse_body(raw)
         route = classify(self.command, self.path)
+        exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES if route is Route.OTHER else None)
         if route is Route.OTHER:
             exchange.status, exchange.outcome = 403, "forbidden"
             self.send_api_error(

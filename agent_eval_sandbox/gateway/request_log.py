@@ -19,6 +19,7 @@ from pydantic import BaseModel
 log = logging.getLogger(__name__)
 
 REDACTED = "[redacted]"
+PREVIEW_BYTES = 1024
 SENSITIVE_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie", "set-cookie"})
 
 
@@ -33,10 +34,16 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def parse_body(raw: bytes) -> Any:
-    """A body as it should appear in the log: JSON if it is JSON, else text."""
+def parse_body(raw: bytes, *, limit: int | None = None) -> Any:
+    """A body as it should appear in the log: JSON if it is JSON, else text.
+
+    Over `limit` bytes only its size and the start are kept: a refused request
+    must not let the sandbox write megabytes into the host's run directory.
+    """
     if not raw:
         return None
+    if limit is not None and len(raw) > limit:
+        return {"bytes": len(raw), "preview": raw[:PREVIEW_BYTES].decode("utf-8", "replace")}
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):

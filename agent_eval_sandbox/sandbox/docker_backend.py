@@ -16,7 +16,11 @@ from agent_eval_sandbox.errors import ImageError, RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import RemovedObject, SandboxBackend, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
-from agent_eval_sandbox.sandbox.docker_sandbox import DockerSandbox, remove_container_and_volumes
+from agent_eval_sandbox.sandbox.docker_sandbox import (
+    DockerSandbox,
+    force_remove_container,
+    remove_container_and_volumes,
+)
 
 
 class _Object(NamedTuple):
@@ -141,8 +145,10 @@ class DockerBackend(SandboxBackend):
             raise RuntimeNotRegisteredError(
                 f"container runtime {name!r} is not registered with the Docker daemon "
                 f"(registered: {', '.join(sorted(self._runtimes)) or 'none'})",
-                fix="register it in /etc/docker/daemon.json (for gVisor: `runsc install`) and reload "
-                "dockerd, or unset sandbox.runtime",
+                # Plain `runsc install` is not enough: the sandbox has no network of runsc's making
+                # and must reach the gateway's unix socket.
+                fix=f"register it in /etc/docker/daemon.json and reload dockerd (for gVisor: scripts/install-gvisor.sh, "
+                f"or `runsc install --runtime={name} -- --network=none --host-uds=open`), or unset sandbox.runtime",
             )
 
     # ---- cleanup ------------------------------------------------------------------
@@ -173,7 +179,7 @@ class DockerBackend(SandboxBackend):
             with docker_errors(f"removing {obj.kind} {obj.name}"):
                 try:
                     if obj.kind == "container":
-                        api.remove_container(obj.ident, force=True, v=True)
+                        force_remove_container(api, obj.ident)
                     else:
                         api.remove_volume(obj.ident)
                 except docker.errors.NotFound:

@@ -10,6 +10,7 @@ every process at once (fork bombs included) and keeps the files.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import secrets
 import socket
@@ -478,12 +479,25 @@ class DockerSandbox(Sandbox):
             remove_container_and_volumes(self._api, self._id, self._volumes)
 
 
+def force_remove_container(api: docker.APIClient, container: str) -> None:
+    """Remove a container, killing what runs in it; a paused one is resumed first.
+
+    runsc (gVisor) cannot signal a paused sandbox: removing one takes ~10 s
+    and leaves its containerd task and shim behind, invisible to `docker ps -a`.
+    Raises docker.errors.NotFound when the container is already gone.
+    """
+    if api.inspect_container(container)["State"].get("Paused"):
+        with contextlib.suppress(docker.errors.APIError):  # resumed meanwhile: the removal decides
+            api.unpause(container)
+    api.remove_container(container, force=True, v=True)
+
+
 def remove_container_and_volumes(api: docker.APIClient, container: str | None, volumes: Sequence[str]) -> None:
     """Remove a container (killing it, paused or not) and then its volumes; missing is fine."""
     with docker_errors("removing a sandbox"):
         if container is not None:
             try:
-                api.remove_container(container, force=True, v=True)
+                force_remove_container(api, container)
             except docker.errors.NotFound:
                 pass
         for volume in volumes:
