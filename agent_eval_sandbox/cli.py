@@ -20,7 +20,12 @@ import click
 from agent_eval_sandbox import __version__
 from agent_eval_sandbox.config.dataset import Dataset, load_dataset
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
-from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, require_runnable, resolve_run_settings
+from agent_eval_sandbox.config.settings import (
+    CliOverrides,
+    RunSettings,
+    require_runnable,
+    resolve_run_settings,
+)
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.hooks.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Everything str.splitlines() breaks at, spelled as an escape instead.
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
 
 class UserError(Exception):
     """A problem the user can fix; shown as one line, exit code 2."""
@@ -22,7 +25,9 @@ class UserError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        return f"{self.message} — {self.fix}" if self.fix else self.message
+        text = f"{self.message} — {self.fix}" if self.fix else self.message
+        # One line, whatever the input it quotes (a key or file name may hold a newline).
+        return text.translate(_LINE_BREAKS)
 
 
 class ConfigError(UserError):

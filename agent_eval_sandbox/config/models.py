@@ -12,7 +12,14 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 EXECUTION_MODES = ("case", "batch")
 CLAUDE_EFFORTS = ("low", "medium", "high", "xhigh", "max")

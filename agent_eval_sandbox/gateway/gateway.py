@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import socketserver
-import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -32,10 +31,17 @@ from agent_eval_sandbox.gateway.budget import BudgetDecision, decide
 from agent_eval_sandbox.gateway.credentials import Credentials, checked_upstream_url
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
 from agent_eval_sandbox.gateway.pricing import cost_usd, price_for
-from agent_eval_sandbox.gateway.request_log import LogRecord, Outcome, RequestLog, parse_body, redact_headers
+from agent_eval_sandbox.gateway.request_log import (
+    LogRecord,
+    Outcome,
+    RequestLog,
+    parse_body,
+    redact_headers,
+)
 from agent_eval_sandbox.gateway.routes import Route, classify, split_target
 from agent_eval_sandbox.gateway.sse import MessageAssembler, SSEDecoder, encode_event
 from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
+from agent_eval_sandbox.unix_socket import prepare_socket_path
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +75,6 @@ DROPPED_RESPONSE_HEADERS = frozenset(
     }
 )
 # sun_path is 108 bytes including the terminating NUL.
-MAX_SOCKET_PATH_BYTES = 107
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=120.0, pool=30.0)
 # A refused request is logged with at most this much of its body (a size and a preview beyond).
 REFUSED_BODY_LOG_BYTES = 64 * 1024
@@ -298,23 +303,6 @@ class _ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
         log.debug("model gateway: case %s: connection error", self.channel.case_id, exc_info=True)
 
 
-def _prepare_socket_path(path: Path) -> None:
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
-        raise UserError(
-            f"gateway socket path is {len(os.fsencode(path))} bytes, over the {MAX_SOCKET_PATH_BYTES}-byte limit of "
-            f"unix sockets: {path}",
-            fix="use a shorter directory for gateway sockets",
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise UserError(f"{path} exists and is not a socket", fix="remove it or choose another socket path")
-    path.unlink()  # left by an earlier run that did not close
-
-
 class Channel:
     """One case's way to the model: a unix socket, a budget and a request log.
 
@@ -356,7 +344,7 @@ class Channel:
 
     def start(self) -> Channel:
         """Create the socket (mode 0666: the container's user is not ours) and serve it."""
-        _prepare_socket_path(self.socket_path)
+        prepare_socket_path(self.socket_path, "gateway")
         try:
             self._server = _ChannelServer(str(self.socket_path), self)
         except OSError as exc:

@@ -20,9 +20,19 @@ from typing import Any
 
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
-from agent_eval_sandbox.gateway.replies import estimate_tokens, exhausted_step, new_id, reply_message
+from agent_eval_sandbox.gateway.replies import (
+    estimate_tokens,
+    exhausted_step,
+    new_id,
+    reply_message,
+)
 from agent_eval_sandbox.gateway.routes import Route, classify
-from agent_eval_sandbox.gateway.script import Script, load_script, select_step_index, tool_choice_conflict
+from agent_eval_sandbox.gateway.script import (
+    Script,
+    load_script,
+    select_step_index,
+    tool_choice_conflict,
+)
 from agent_eval_sandbox.gateway.sse import encode_event, message_events
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,11 @@ from typing import Any
 
 import yaml
 
-from agent_eval_sandbox.config.yaml_reader import YamlReadError, parse_yaml_text, read_yaml_mapping
+from agent_eval_sandbox.config.yaml_reader import (
+    YamlReadError,
+    parse_yaml_text,
+    read_yaml_mapping,
+)
 from agent_eval_sandbox.errors import UserError
 
 OUTPUT_FILE_NAMES = (".hook-outputs.yaml", ".hook-outputs.json")

@@ -20,25 +20,10 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from agent_eval_sandbox.judges.results import Sample
 from agent_eval_sandbox.judges.verdict import Scale, read_verdict
+from agent_eval_sandbox.model_api import RetryPolicy, is_transient
 
 MAX_TOKENS = 4096
 REQUEST_TIMEOUT_S = 300.0
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 4
-    initial_wait_s: float = 1.0
-    max_wait_s: float = 30.0
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, timeouts, overload and server errors, broken connections."""
-    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, anthropic.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return False
 
 
 def _api_error_text(exc: anthropic.AnthropicError) -> str:

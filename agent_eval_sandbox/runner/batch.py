@@ -38,7 +38,8 @@ def assign_files(files: Sequence[str], order: Sequence[dict], pattern: str) -> d
         for case_id, numbers in cases:
             try:
                 prefixes = [pattern.format(n=n) for n in numbers]
-            except (KeyError, IndexError, ValueError) as exc:
+            # e.g. {x}, {0}, {n:z}, {n.x}, {n[0]}: the pattern is config, not code
+            except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
                 raise ConfigError(
                     f"batch_pattern {pattern!r} cannot be expanded: {exc}",
                     field="outputs[].batch_pattern",

@@ -24,11 +24,17 @@ from agent_eval_sandbox.gateway.credentials import Credentials, upstream_url_fro
 from agent_eval_sandbox.gateway.gateway import ModelGateway
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.script import Advance, load_script, parse_script
-from agent_eval_sandbox.hooks.interception import AnthropicAnswerer, compile_handlers, deny_filter
+from agent_eval_sandbox.hooks.interception import (
+    AnthropicAnswerer,
+    compile_handlers,
+    deny_filter,
+)
 from agent_eval_sandbox.hooks.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.hooks.outputs import write_run_hook_outputs
 from agent_eval_sandbox.judges.llm import JudgeEndpoint
-from agent_eval_sandbox.judges.scoring import DEFAULT_PARALLELISM as DEFAULT_JUDGE_PARALLELISM
+from agent_eval_sandbox.judges.scoring import (
+    DEFAULT_PARALLELISM as DEFAULT_JUDGE_PARALLELISM,
+)
 from agent_eval_sandbox.judges.scoring import score_run
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
 from agent_eval_sandbox.runner import agent_command as ac
@@ -42,7 +48,11 @@ from agent_eval_sandbox.runner.invocation import (
 )
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.rundir import RunDir, write_json
-from agent_eval_sandbox.runner.workspace import answer_key_paths, stage_project_resources, stage_repo_workspace
+from agent_eval_sandbox.runner.workspace import (
+    answer_key_paths,
+    stage_project_resources,
+    stage_repo_workspace,
+)
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
 from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image

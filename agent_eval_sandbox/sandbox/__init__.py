@@ -18,7 +18,11 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxError,
     SandboxSpec,
 )
-from agent_eval_sandbox.sandbox.registry import backend_names, get_backend, register_backend
+from agent_eval_sandbox.sandbox.registry import (
+    backend_names,
+    get_backend,
+    register_backend,
+)
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 __all__ = [

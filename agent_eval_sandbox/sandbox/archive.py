@@ -230,20 +230,50 @@ class _Extractor:
                 os.close(fd)
 
 
+class _SourceError(Exception):
+    """An error of the stream being read, kept apart from the destination's own."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class _SourceReader:
+    """The archive stream, with its errors marked as the source's (tarfile only calls read)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except OSError as exc:
+            raise _SourceError(exc) from exc
+
+
 def extract_tar(stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int) -> CopyReport:
     """Safely unpack a tar stream into `dest` (created if missing); see the module doc."""
     extractor = _Extractor(dest, max_bytes=max_bytes, max_files=max_files)
     try:
         try:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
+            with tarfile.open(fileobj=_SourceReader(stream), mode="r|") as tar:
                 for member in tar:
                     parts = safe_parts(member.name, strip_top)
                     if not parts:  # the top directory itself: that is `dest`
                         continue
                     extractor.add(tar, member, parts, strip_top)
+            extractor.finish()
         except tarfile.TarError as exc:
             raise UnsafeArchiveError(f"the archive is not a valid tar stream: {exc}") from exc
-        extractor.finish()
+        except _SourceError as exc:
+            raise exc.error from None  # the transport's error, for the caller's boundary to map
+        except OSError as exc:
+            # The destination refused a name or a write (too long, disk full): this copy
+            # stops, the run goes on.
+            where = f" at {exc.filename!r}" if exc.filename else ""
+            raise UnsafeArchiveError(
+                f"copy-out stopped{where}: {exc.strerror or exc}; the destination holds a partial copy"
+            ) from exc
     finally:
         extractor.close()
     return CopyReport(

@@ -43,7 +43,12 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
-from agent_eval_sandbox.sandbox.outcome import PROBE_CMD, CgroupCounters, classify_end, parse_probe
+from agent_eval_sandbox.sandbox.outcome import (
+    PROBE_CMD,
+    CgroupCounters,
+    classify_end,
+    parse_probe,
+)
 
 # Set on "kill_exec" commands so that their processes (and children that
 # inherit the environment) can be found and killed inside the sandbox: the

@@ -26,7 +26,11 @@ from rich.console import Console
 
 from agent_eval_sandbox.errors import ImageError
 from agent_eval_sandbox.sandbox.bootstrap import bootstrap_base, local_base_ref
-from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION, ClaudeBinary, ensure_claude_binary
+from agent_eval_sandbox.sandbox.claude_binary import (
+    DEFAULT_CLAUDE_VERSION,
+    ClaudeBinary,
+    ensure_claude_binary,
+)
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
 from agent_eval_sandbox.sandbox.locks import host_lock
 from agent_eval_sandbox.sandbox.progress import Progress

@@ -7,7 +7,11 @@ import pytest
 from agent_eval_sandbox.errors import ImageError
 from agent_eval_sandbox.sandbox.bootstrap import bootstrap_base
 from agent_eval_sandbox.sandbox.docker_errors import connect
-from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image, resolve_base
+from agent_eval_sandbox.sandbox.image import (
+    ImageSettings,
+    ensure_sandbox_image,
+    resolve_base,
+)
 from agent_eval_sandbox.sandbox.locks import host_lock
 
 

@@ -13,12 +13,32 @@ The runner's view:
 """
 
 from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
-from agent_eval_sandbox.hooks.interception.broker import DECISIONS_FILE_NAME, Broker, BrokerLimits
-from agent_eval_sandbox.hooks.interception.compiler import compile_handlers, extract_patterns, write_handlers
-from agent_eval_sandbox.hooks.interception.decision import CaseContext, Decision, ToolEvent, decide
-from agent_eval_sandbox.hooks.interception.handlers import HANDLERS_FILE_NAME, HandlersError, ToolHandlers
+from agent_eval_sandbox.hooks.interception.broker import (
+    DECISIONS_FILE_NAME,
+    Broker,
+    BrokerLimits,
+)
+from agent_eval_sandbox.hooks.interception.compiler import (
+    compile_handlers,
+    extract_patterns,
+    write_handlers,
+)
+from agent_eval_sandbox.hooks.interception.decision import (
+    CaseContext,
+    Decision,
+    ToolEvent,
+    decide,
+)
+from agent_eval_sandbox.hooks.interception.handlers import (
+    HANDLERS_FILE_NAME,
+    HandlersError,
+    ToolHandlers,
+)
 from agent_eval_sandbox.hooks.interception.paths import PathDenyFilter, deny_filter
-from agent_eval_sandbox.hooks.interception.permissions import compile_permission_rules, compile_permissions
+from agent_eval_sandbox.hooks.interception.permissions import (
+    compile_permission_rules,
+    compile_permissions,
+)
 from agent_eval_sandbox.hooks.interception.settings import (
     BROKER_SOCKET_IN_SANDBOX,
     MANAGED_SETTINGS_PATH,

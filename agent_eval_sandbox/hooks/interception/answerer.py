@@ -13,33 +13,27 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anthropic
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from agent_eval_sandbox.hooks.interception.decision import AnswerRequest
+from agent_eval_sandbox.model_api import RetryPolicy, is_transient
 
 MAX_TOKENS = 256
 # The SDK has no sampling parameters any more; the reference asks for temperature 0.
 GREEDY = {"temperature": 0}
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 3
-    initial_wait_s: float = 0.5
-    max_wait_s: float = 5.0
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Rate limits, timeouts, overload, server errors and broken connections."""
-    if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, anthropic.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return False
+# A question blocks the agent: retry briefly.
+ANSWER_RETRY = RetryPolicy(attempts=3, initial_wait_s=0.5, max_wait_s=5.0)
 
 
 def rejects_temperature(exc: BaseException) -> bool:
@@ -116,7 +110,7 @@ class AnthropicAnswerer:
 
     def __init__(self, environ: Mapping[str, str], *, retry: RetryPolicy | None = None) -> None:
         self._environ = dict(environ)
-        self._retry = retry or RetryPolicy()
+        self._retry = retry or ANSWER_RETRY
         self._client: anthropic.Anthropic | None = None
         self._lock = threading.Lock()
 

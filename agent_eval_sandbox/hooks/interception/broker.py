@@ -27,7 +27,6 @@ import logging
 import os
 import socket
 import socketserver
-import stat
 import sys
 import threading
 import time
@@ -38,10 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.hooks.interception.decision import (
-    AnswerRequest,
     Answerer,
+    AnswerRequest,
     CaseContext,
     Decision,
     MalformedEvent,
@@ -49,14 +47,16 @@ from agent_eval_sandbox.hooks.interception.decision import (
     decide,
     deny,
 )
-from agent_eval_sandbox.hooks.interception.handlers import ASK_USER_QUESTION, ToolHandlers
+from agent_eval_sandbox.hooks.interception.handlers import (
+    ASK_USER_QUESTION,
+    ToolHandlers,
+)
+from agent_eval_sandbox.unix_socket import prepare_socket_path
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_LINE = b"agent-eval-hook/1\n"
 DECISIONS_FILE_NAME = "tool_decisions.jsonl"
-# sun_path is 108 bytes including the terminating NUL.
-MAX_SOCKET_PATH_BYTES = 107
 _PREVIEW_BYTES = 2048
 _REMEMBERED_QUESTIONS = 256
 _DRAIN_S = 1.0
@@ -242,23 +242,6 @@ class _BrokerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         log.debug("hook broker: case %s: connection error", self.broker.case_id, exc_info=True)
 
 
-def prepare_socket_path(path: Path) -> None:
-    size = len(os.fsencode(path))
-    if size > MAX_SOCKET_PATH_BYTES:
-        raise UserError(
-            f"hook broker socket path is {size} bytes, over the {MAX_SOCKET_PATH_BYTES}-byte limit of unix sockets: {path}",
-            fix="use a shorter directory for the per-case sockets",
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise UserError(f"{path} exists and is not a socket", fix="remove it or choose another socket path")
-    path.unlink()  # left by an earlier run that did not close
-
-
 def _warn_on_stderr(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
@@ -309,7 +292,7 @@ class Broker:
 
     def start(self) -> Broker:
         """Create the socket (mode 0666: the container's user is not ours) and serve it."""
-        prepare_socket_path(self.socket_path)
+        prepare_socket_path(self.socket_path, "hook broker")
         self._log = DecisionLog(self.log_path)
         self._server = _BrokerServer(str(self.socket_path), self)
         os.chmod(self.socket_path, 0o666)

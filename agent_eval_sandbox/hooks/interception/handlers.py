@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 from agent_eval_sandbox.errors import ConfigError

@@ -21,7 +21,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_eval_sandbox.config.models import PathRule, PermissionEntry, PermissionsConfig
+from agent_eval_sandbox.config.models import (
+    PathRule,
+    PermissionEntry,
+    PermissionsConfig,
+)
 
 PATH_SCOPED_TOOLS = ("Read", "Edit", "Write", "Grep", "Glob")
 

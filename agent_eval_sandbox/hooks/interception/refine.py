@@ -23,8 +23,8 @@ from typing import Any
 import anthropic
 
 from agent_eval_sandbox.hooks.interception.answerer import (
+    ANSWER_RETRY,
     GREEDY,
-    RetryPolicy,
     client_from_env,
     create_message,
     first_text,
@@ -36,6 +36,7 @@ from agent_eval_sandbox.hooks.interception.handlers import (
     HandlersError,
     ToolHandlers,
 )
+from agent_eval_sandbox.model_api import RetryPolicy
 
 REQUEST_TIMEOUT_S = 120.0
 MAX_TOKENS = 1024
@@ -140,7 +141,7 @@ def refine_handlers(
             }
             try:
                 message = create_message(
-                    client, request, deadline=time.monotonic() + REQUEST_TIMEOUT_S, retry=retry or RetryPolicy()
+                    client, request, deadline=time.monotonic() + REQUEST_TIMEOUT_S, retry=retry or ANSWER_RETRY
                 )
                 reply = first_text(message)
             except (anthropic.AnthropicError, ValueError) as exc:

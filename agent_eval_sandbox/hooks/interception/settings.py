@@ -29,7 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_eval_sandbox.config.models import EvalConfig
-from agent_eval_sandbox.hooks.interception.handlers import ASK_USER_QUESTION, ToolHandlers
+from agent_eval_sandbox.hooks.interception.handlers import (
+    ASK_USER_QUESTION,
+    ToolHandlers,
+)
 from agent_eval_sandbox.hooks.interception.permissions import compile_permissions
 
 HOOK_CLIENT_PATH = "/opt/agent-eval/hook_client.py"

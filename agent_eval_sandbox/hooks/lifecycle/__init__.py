@@ -17,8 +17,19 @@ runner.py holds the failure rules, host.py the process handling on the
 host, container.py the container-scope hooks, env.py what hooks are told.
 """
 
-from agent_eval_sandbox.hooks.lifecycle.env import CaseInfo, RunInfo, container_env, host_env
-from agent_eval_sandbox.hooks.lifecycle.model import HookFailed, HookResult, HookStatus, Phase, PhaseResult
+from agent_eval_sandbox.hooks.lifecycle.env import (
+    CaseInfo,
+    RunInfo,
+    container_env,
+    host_env,
+)
+from agent_eval_sandbox.hooks.lifecycle.model import (
+    HookFailed,
+    HookResult,
+    HookStatus,
+    Phase,
+    PhaseResult,
+)
 from agent_eval_sandbox.hooks.lifecycle.runner import (
     CONDITION_TIMEOUT_S,
     HookRunner,

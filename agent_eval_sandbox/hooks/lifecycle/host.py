@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent_eval_sandbox.hooks.lifecycle.model import CommandOutcome
-from agent_eval_sandbox.hooks.outputs import HookOutputsError, OutputsFile, combine_outputs, take_hook_outputs
+from agent_eval_sandbox.hooks.outputs import (
+    HookOutputsError,
+    OutputsFile,
+    combine_outputs,
+    take_hook_outputs,
+)
 
 TOKEN_VAR = "AGENT_EVAL_HOOK_TOKEN"
 DEFAULT_KILL_GRACE_S = 5.0

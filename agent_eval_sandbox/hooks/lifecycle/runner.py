@@ -23,7 +23,12 @@ from typing import BinaryIO, NamedTuple, Protocol
 
 from agent_eval_sandbox.config.models import HookEntry, HooksConfig
 from agent_eval_sandbox.hooks.lifecycle.container import SandboxExecutor
-from agent_eval_sandbox.hooks.lifecycle.env import CaseInfo, RunInfo, container_env, host_env
+from agent_eval_sandbox.hooks.lifecycle.env import (
+    CaseInfo,
+    RunInfo,
+    container_env,
+    host_env,
+)
 from agent_eval_sandbox.hooks.lifecycle.host import DEFAULT_KILL_GRACE_S, HostExecutor
 from agent_eval_sandbox.hooks.lifecycle.model import (
     CommandOutcome,

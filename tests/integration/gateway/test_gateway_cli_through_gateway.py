@@ -8,7 +8,12 @@ import uuid
 
 import pytest
 
-from agent_eval_sandbox.gateway import BUDGET_REFUSAL_STATUS, Credentials, ModelGateway, ScriptedModelServer
+from agent_eval_sandbox.gateway import (
+    BUDGET_REFUSAL_STATUS,
+    Credentials,
+    ModelGateway,
+    ScriptedModelServer,
+)
 
 
 @pytest.fixture

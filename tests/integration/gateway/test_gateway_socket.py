@@ -14,7 +14,12 @@ import httpx
 import httpx2
 import pytest
 
-from agent_eval_sandbox.gateway import Credentials, ModelGateway, ScriptedModelServer, parse_script
+from agent_eval_sandbox.gateway import (
+    Credentials,
+    ModelGateway,
+    ScriptedModelServer,
+    parse_script,
+)
 from agent_eval_sandbox.gateway.sse import SSEDecoder, encode_event, message_events
 from agent_eval_sandbox.gateway.usage import Usage
 

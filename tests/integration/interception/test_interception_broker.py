@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.gateway import ScriptedModelServer
-from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer, RetryPolicy
+from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
 from agent_eval_sandbox.hooks.interception.broker import PROTOCOL_LINE, BrokerLimits
 from agent_eval_sandbox.hooks.interception.decision import CaseContext
+from agent_eval_sandbox.model_api import RetryPolicy
 
 from .conftest import client_command, handlers_of, pre_tool_use, run_client, served
 

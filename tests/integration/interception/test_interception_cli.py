@@ -22,7 +22,11 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.gateway import ScriptedModelServer
 from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
 from agent_eval_sandbox.hooks.interception.handlers import ToolHandlers
-from agent_eval_sandbox.hooks.interception.settings import HOOK_COMMAND, build_container_settings, deep_merge
+from agent_eval_sandbox.hooks.interception.settings import (
+    HOOK_COMMAND,
+    build_container_settings,
+    deep_merge,
+)
 
 from .conftest import client_command, handlers_of, served
 

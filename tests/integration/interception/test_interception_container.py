@@ -27,7 +27,10 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.gateway import Credentials, ModelGateway, ScriptedModelServer
 from agent_eval_sandbox.hooks.interception.broker import Broker
 from agent_eval_sandbox.hooks.interception.decision import CaseContext
-from agent_eval_sandbox.hooks.interception.settings import MANAGED_SETTINGS_PATH, build_container_settings
+from agent_eval_sandbox.hooks.interception.settings import (
+    MANAGED_SETTINGS_PATH,
+    build_container_settings,
+)
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import BindMount, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_backend import DockerBackend

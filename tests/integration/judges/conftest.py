@@ -11,7 +11,7 @@ import pytest
 
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.script import parse_script
-from agent_eval_sandbox.judges.llm import RetryPolicy
+from agent_eval_sandbox.model_api import RetryPolicy
 
 FAST_RETRY = RetryPolicy(attempts=3, initial_wait_s=0.01, max_wait_s=0.02)
 

@@ -127,8 +127,11 @@ def test_not_a_run_and_a_broken_config_are_user_errors(tmp_path: Path) -> None:
         score_run(run, config_path=bad)
 
 
-def test_an_unknown_builtin_errors_its_cases_when_the_loader_let_it_through(tmp_path: Path) -> None:
+def test_an_unknown_builtin_is_a_config_error_before_any_judging(tmp_path: Path) -> None:
+    """The eval.yaml may change between a run and its re-scoring: the loader refuses the typo."""
     eval_yaml = "name: u\ndataset: {path: dataset}\njudges:\n  - name: typo\n    builtin: cost_budgt\n"
     config = make_project(tmp_path, eval_yaml, {"c": {}})
-    result = score_run(make_run(tmp_path, config, {"c": {}}))
-    assert result.summary.per_case["c"]["typo"].error.startswith("unknown builtin judge 'cost_budgt'. Available:")
+    run_dir = make_run(tmp_path, config, {"c": {}})
+    with pytest.raises(ConfigError, match="unknown builtin judge 'cost_budgt'. Available: efficiency/cost_budget"):
+        score_run(run_dir)
+    assert not (run_dir / "summary.yaml").exists()

@@ -7,7 +7,11 @@ import pytest
 from agent_eval_sandbox.errors import ImageError
 from agent_eval_sandbox.sandbox import image
 from agent_eval_sandbox.sandbox.bootstrap import local_base_ref
-from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image, resolve_base
+from agent_eval_sandbox.sandbox.image import (
+    ImageSettings,
+    ensure_sandbox_image,
+    resolve_base,
+)
 
 pytestmark = pytest.mark.docker
 

@@ -3,7 +3,11 @@ from __future__ import annotations
 import pytest
 
 from agent_eval_sandbox.config.loader import load_eval_config
-from agent_eval_sandbox.config.settings import CliOverrides, require_runnable, resolve_run_settings
+from agent_eval_sandbox.config.settings import (
+    CliOverrides,
+    require_runnable,
+    resolve_run_settings,
+)
 from agent_eval_sandbox.errors import ConfigError
 
 

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent_eval_sandbox.config.yaml_reader import YamlReadError, read_yaml_file, read_yaml_mapping
+from agent_eval_sandbox.config.yaml_reader import (
+    YamlReadError,
+    read_yaml_file,
+    read_yaml_mapping,
+)
 
 BILLION_LAUGHS = """
 a: &a ["x","x","x","x","x","x","x","x","x"]

@@ -2,7 +2,12 @@ import pytest
 
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.credentials import Credentials, upstream_url_from_env
-from agent_eval_sandbox.gateway.gateway import Channel, ModelGateway, client_headers, upstream_headers
+from agent_eval_sandbox.gateway.gateway import (
+    Channel,
+    ModelGateway,
+    client_headers,
+    upstream_headers,
+)
 from agent_eval_sandbox.gateway.routes import Route, classify, split_target
 from agent_eval_sandbox.inside.forwarder import parse_listen
 

@@ -1,7 +1,13 @@
 import pytest
 
 from agent_eval_sandbox.gateway.budget import decide
-from agent_eval_sandbox.gateway.pricing import MOST_EXPENSIVE, PRICES, canonical_model, cost_usd, price_for
+from agent_eval_sandbox.gateway.pricing import (
+    MOST_EXPENSIVE,
+    PRICES,
+    canonical_model,
+    cost_usd,
+    price_for,
+)
 from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
 
 

@@ -1,7 +1,12 @@
 import itertools
 import re
 
-from agent_eval_sandbox.gateway.replies import estimate_tokens, exhausted_step, new_id, reply_message
+from agent_eval_sandbox.gateway.replies import (
+    estimate_tokens,
+    exhausted_step,
+    new_id,
+    reply_message,
+)
 from agent_eval_sandbox.gateway.script import Step
 from agent_eval_sandbox.gateway.usage import Usage
 

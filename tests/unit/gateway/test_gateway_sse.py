@@ -3,7 +3,12 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_eval_sandbox.gateway.sse import MessageAssembler, SSEDecoder, encode_event, message_events
+from agent_eval_sandbox.gateway.sse import (
+    MessageAssembler,
+    SSEDecoder,
+    encode_event,
+    message_events,
+)
 from agent_eval_sandbox.gateway.usage import Usage
 
 MESSAGE = {

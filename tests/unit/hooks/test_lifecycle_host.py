@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.hooks.lifecycle.host import HostExecutor, run_on_host, stragglers
+from agent_eval_sandbox.hooks.lifecycle.host import (
+    HostExecutor,
+    run_on_host,
+    stragglers,
+)
 
 GRACE_S = 0.5
 

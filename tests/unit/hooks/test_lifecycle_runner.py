@@ -533,7 +533,11 @@ def test_full_run_order(runner, ctx, case):
 
 
 def test_hook_outputs_end_up_in_the_run_directory(runner, ctx, case):
-    from agent_eval_sandbox.hooks.outputs import judge_hook_outputs, write_case_hook_outputs, write_run_hook_outputs
+    from agent_eval_sandbox.hooks.outputs import (
+        judge_hook_outputs,
+        write_case_hook_outputs,
+        write_run_hook_outputs,
+    )
 
     config = HooksConfig(
         before_all=[hook(write_outputs("$AGENT_EVAL_WORKSPACE", "data: {server: up, count: 1}\n"))],

@@ -6,8 +6,16 @@ import pytest
 import yaml
 
 from agent_eval_sandbox.config.models import DEFAULT_HOOK_MODEL
-from agent_eval_sandbox.hooks.interception.compiler import compile_handlers, extract_patterns, write_handlers
-from agent_eval_sandbox.hooks.interception.handlers import HandlersError, load_handlers_file, parse_handlers
+from agent_eval_sandbox.hooks.interception.compiler import (
+    compile_handlers,
+    extract_patterns,
+    write_handlers,
+)
+from agent_eval_sandbox.hooks.interception.handlers import (
+    HandlersError,
+    load_handlers_file,
+    parse_handlers,
+)
 
 
 @pytest.mark.parametrize(

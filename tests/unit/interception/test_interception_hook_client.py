@@ -7,7 +7,10 @@ import json
 import pytest
 
 from agent_eval_sandbox.hooks.interception import broker
-from agent_eval_sandbox.hooks.interception.settings import BROKER_SOCKET_IN_SANDBOX, HOOK_TIMEOUT_S
+from agent_eval_sandbox.hooks.interception.settings import (
+    BROKER_SOCKET_IN_SANDBOX,
+    HOOK_TIMEOUT_S,
+)
 from agent_eval_sandbox.inside import hook_client
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}}

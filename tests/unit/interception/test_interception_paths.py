@@ -6,7 +6,11 @@ import pytest
 
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import ConfigError
-from agent_eval_sandbox.hooks.interception.paths import PathDenyFilter, compile_deny_pattern, deny_filter
+from agent_eval_sandbox.hooks.interception.paths import (
+    PathDenyFilter,
+    compile_deny_pattern,
+    deny_filter,
+)
 
 
 def filter_of(*patterns: str) -> PathDenyFilter:

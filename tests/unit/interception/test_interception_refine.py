@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agent_eval_sandbox.hooks.interception.handlers import Handler, HandlersError
-from agent_eval_sandbox.hooks.interception.refine import needs_refinement, parse_refinement
+from agent_eval_sandbox.hooks.interception.refine import (
+    needs_refinement,
+    parse_refinement,
+)
 
 JIRA = Handler(match="Any Jira interaction", patterns=["Bash", "mcp__atlassian__*"], prompt="test instances only")
 

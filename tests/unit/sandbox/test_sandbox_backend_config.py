@@ -9,7 +9,11 @@ import pytest
 from agent_eval_sandbox.errors import ConfigError, DockerUnavailableError
 from agent_eval_sandbox.sandbox import registry
 from agent_eval_sandbox.sandbox.base import BindMount, Hardening, Limits, SandboxSpec
-from agent_eval_sandbox.sandbox.docker_backend import DockerBackend, host_config_args, tmpfs_volume_options
+from agent_eval_sandbox.sandbox.docker_backend import (
+    DockerBackend,
+    host_config_args,
+    tmpfs_volume_options,
+)
 
 MiB = 1024 * 1024
 

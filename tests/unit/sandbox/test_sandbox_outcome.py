@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 
 from agent_eval_sandbox.sandbox.base import EndReason
-from agent_eval_sandbox.sandbox.outcome import CgroupCounters, classify_end, parse_probe, signal_of
+from agent_eval_sandbox.sandbox.outcome import (
+    CgroupCounters,
+    classify_end,
+    parse_probe,
+    signal_of,
+)
 
 # `grep -sH . <PROBE_FILES>` after a python memory hog was OOM-killed (memory=128m).
 V1_AFTER_OOM = (
