@@ -358,16 +358,19 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--claude-version", help="Claude Code version to bake in.")
 @click.option("--image", "prebuilt", help="Use this prebuilt image as is (only checks it is present).")
 @click.option("--rebuild", is_flag=True, help="Build even if an image of the same inputs exists.")
+@click.option("--runtime", help="Build the variant for this container runtime (sandbox.runtime), e.g. a gVisor one.")
 @handle_errors
-def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool) -> None:
+def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
+                runtime: str | None) -> None:
     """Build the sandbox image, unless one of the same inputs exists already."""
     from rich.console import Console
 
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
-    from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image
+    from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image, exec_only_binaries
 
     settings = ImageSettings(image=prebuilt, base_image=base_image,
-                             claude_version=claude_version or DEFAULT_CLAUDE_VERSION)
+                             claude_version=claude_version or DEFAULT_CLAUDE_VERSION,
+                             exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, console=Console(stderr=True))
     click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
 

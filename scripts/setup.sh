@@ -5,8 +5,9 @@
 #   2. a virtualenv at .venv with the project and its test extras,
 #   3. the sandbox image (and, with no registry reachable, a local base image
 #      made with debootstrap).
-# With --test, also what the test suite needs beyond that (Debian's chromium,
-# for the HTML report test). Safe to run again: each step is skipped when done.
+# With --test, also what the test suite needs beyond that: gVisor registered as
+# the runtime `runsc-nonet` (the attack suite runs under it too) and Debian's
+# chromium (the HTML report test). Safe to run again: each step is skipped when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,6 +71,8 @@ ensure_images() {
 }
 
 ensure_test_tools() {
+  # The attack suite runs under gVisor too.
+  ./scripts/install-gvisor.sh
   if command -v chromium >/dev/null 2>&1; then
     return
   fi

@@ -78,6 +78,9 @@ DROPPED_RESPONSE_HEADERS = frozenset(
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=120.0, pool=30.0)
 # A refused request is logged with at most this much of its body (a size and a preview beyond).
 REFUSED_BODY_LOG_BYTES = 64 * 1024
+# Requests a case may have in flight at once (its CLI and subagents need a few):
+# bounds the controller's memory to about this many request bodies per case.
+MAX_CONCURRENT_REQUESTS = 8
 MAX_LOGGED_REQUEST_LINE = 512
 
 
@@ -168,6 +171,12 @@ class _GatewayHandler(MessagesApiHandler):
             self.close_connection = True
             exchange.status, exchange.outcome = 503, "channel_closed"
             self.send_api_error(503, "api_error", "model gateway: this case's channel is closed")
+            return
+        if channel.in_flight > MAX_CONCURRENT_REQUESTS:
+            self.close_connection = True
+            exchange.status, exchange.outcome = 429, "too_many_requests"
+            self.send_api_error(429, "rate_limit_error",
+                                f"model gateway: more than {MAX_CONCURRENT_REQUESTS} requests at once from this case")
             return
         try:
             raw = self.read_body()
@@ -393,6 +402,12 @@ class Channel:
         """Requests for anything but the model endpoints."""
         with self._lock:
             return self._forbidden
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being handled right now (including the caller's)."""
+        with self._lock:
+            return self._in_flight
 
     def admit(self) -> BudgetDecision:
         with self._lock:

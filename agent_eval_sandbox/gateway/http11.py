@@ -17,7 +17,8 @@ from agent_eval_sandbox.gateway.api_errors import error_body
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024 * 1024
+# The Messages API's own request size limit.
+MAX_BODY_BYTES = 32 * 1024 * 1024
 
 Headers = Iterable[tuple[str, str]]
 

@@ -55,6 +55,7 @@ Outcome = Literal[
     "local",  # a connectivity probe the gateway answered itself
     "over_budget",  # refused: the case's budget is spent
     "forbidden",  # refused: not a model endpoint
+    "too_many_requests",  # refused: the case has too many requests in flight
     "upstream_error",  # the upstream could not be reached, or its stream broke off
     "client_disconnected",
     "bad_request",  # the body could not be read
@@ -83,11 +84,18 @@ class LogRecord(BaseModel):
     error: str | None = None
 
 
+# Past this many bytes a case's log keeps each request's metadata, not its bodies:
+# what a case sends must not fill the host's disk.
+DEFAULT_MAX_LOG_BYTES = 256 * 1024 * 1024
+
+
 class RequestLog:
     """Append-only JSONL file, safe to write from many handler threads."""
 
-    def __init__(self, path: Path, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, path: Path, secrets: Iterable[str] = (), *, max_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
         self.path = path
+        self.max_bytes = max_bytes
+        self._written = 0
         # The JSON-escaped spelling too: that is how a secret would appear in a line.
         self._secrets = tuple({form for s in secrets if s for form in (s, json.dumps(s)[1:-1])})
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +104,10 @@ class RequestLog:
 
     def write(self, record: LogRecord) -> None:
         line = scrub(record.model_dump_json(), self._secrets)
+        if self._written + len(line) > self.max_bytes:
+            stripped = record.model_copy(update={"request": None, "response": None,
+                                                 "error": (record.error or "") + " [bodies not logged: log size cap]"})
+            line = scrub(stripped.model_dump_json(), self._secrets)
         with self._lock:
             if self._file.closed:
                 # A request still finishing after its channel closed: the case
@@ -104,6 +116,7 @@ class RequestLog:
                 return
             self._file.write(line + "\n")
             self._file.flush()
+            self._written += len(line) + 1
 
     def close(self) -> None:
         with self._lock:

@@ -32,5 +32,12 @@ elif [ "$user" != agent ]; then
     usermod -l agent -g 1000 -d /home/agent -m -s /bin/bash "$user"
 fi
 
+# The hook client's interpreter: with EXEC_ONLY=1 an execute-only copy of
+# python3, so each hook process is non-dumpable from its first instruction (the
+# agent, same uid, cannot ptrace it or rewrite its answer). In /usr/bin it still
+# finds its stdlib.
+if [ "${EXEC_ONLY:-1}" = 1 ]; then mode=0711; else mode=0755; fi
+install -o root -g root -m "$mode" "$(readlink -f /usr/bin/python3)" /usr/bin/python3-agent-eval
+
 mkdir -p /home/agent /workspace
 chown 1000:1000 /home/agent /workspace

@@ -9,11 +9,14 @@ ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 
 ARG CLAUDE_VERSION=unknown
+# 1: the CLI and the hook interpreter are execute-only (non-dumpable processes);
+# 0 for runtimes that must read a binary to run it (gVisor).
+ARG EXEC_ONLY=1
 LABEL agent-eval-sandbox.image="sandbox" \
       agent-eval-sandbox.claude-version="${CLAUDE_VERSION}"
 
 COPY sandbox-setup.sh /tmp/sandbox-setup.sh
-RUN sh /tmp/sandbox-setup.sh && rm /tmp/sandbox-setup.sh
+RUN EXEC_ONLY="${EXEC_ONLY}" sh /tmp/sandbox-setup.sh && rm /tmp/sandbox-setup.sh
 
 # Root-owned and not writable by the agent (modes are set in the build context).
 COPY claude /usr/local/bin/claude

@@ -4,7 +4,7 @@ Standard library only (the image's python3); installed root-owned and
 read-only at /opt/agent-eval/hook_client.py and run by Claude Code before
 every tool call:
 
-    /usr/bin/python3 -I /opt/agent-eval/hook_client.py [--socket PATH] [--timeout SECONDS]
+    /usr/bin/python3-agent-eval -I /opt/agent-eval/hook_client.py [--socket PATH] [--timeout SECONDS]
 
 It reads the hook event from stdin, sends it to the broker's unix socket
 (/run/agent-eval/broker.sock, mounted read-only from the host) and prints the

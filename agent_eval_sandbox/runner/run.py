@@ -55,7 +55,7 @@ from agent_eval_sandbox.runner.workspace import (
 )
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
-from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image
+from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image, exec_only_binaries
 from agent_eval_sandbox.sandbox.registry import get_backend
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
@@ -157,7 +157,8 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
         backend.check_runtime(config.sandbox.runtime)
     claude_version = request.claude_version or config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
     image = ensure_sandbox_image(
-        ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version),
+        ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
+                      exec_only=exec_only_binaries(config.sandbox.runtime)),
         rebuild=request.rebuild_image,
         bootstrap_missing_base=True,
         console=err_console,

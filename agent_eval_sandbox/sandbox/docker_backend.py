@@ -147,8 +147,9 @@ class DockerBackend(SandboxBackend):
                 f"(registered: {', '.join(sorted(self._runtimes)) or 'none'})",
                 # Plain `runsc install` is not enough: the sandbox has no network of runsc's making
                 # and must reach the gateway's unix socket.
-                fix=f"register it in /etc/docker/daemon.json and reload dockerd (for gVisor: scripts/install-gvisor.sh, "
-                f"or `runsc install --runtime={name} -- --network=none --host-uds=open`), or unset sandbox.runtime",
+                fix="register it in /etc/docker/daemon.json and reload dockerd (for gVisor: "
+                f"`runsc install --runtime={name} -- --network=none --host-uds=open`, as scripts/install-gvisor.sh "
+                "does), or unset sandbox.runtime",
             )
 
     # ---- cleanup ------------------------------------------------------------------

@@ -52,6 +52,11 @@ class ImageSettings:
     image: str | None = None  # a prebuilt image, used as-is
     base_image: str | None = None
     claude_version: str = DEFAULT_CLAUDE_VERSION
+    # Execute-only binaries for the CLI and the hook client: the kernel then runs
+    # them non-dumpable, so the agent's own tools (same uid) can neither ptrace
+    # them nor read or write their memory through /proc. gVisor refuses to exec
+    # a binary it cannot read (and confines ptrace itself): build with False there.
+    exec_only: bool = True
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class ImageInputs:
     claude_integrity: str
     base_image_id: str
     arch: str
+    exec_only: bool = True
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,11 @@ def context_files(images_dir: Path = IMAGES_DIR, inside_dir: Path = INSIDE_DIR) 
     return files
 
 
-def image_inputs(files: Mapping[str, Path], claude: ClaudeBinary, base_image_id: str, arch: str) -> ImageInputs:
+def image_inputs(
+    files: Mapping[str, Path], claude: ClaudeBinary, base_image_id: str, arch: str, *, exec_only: bool = True
+) -> ImageInputs:
     return ImageInputs(
+        exec_only=exec_only,
         files=tuple((name, hashlib.sha256(path.read_bytes()).hexdigest()) for name, path in sorted(files.items())),
         claude_version=claude.version,
         claude_integrity=claude.integrity,
@@ -138,6 +147,14 @@ def resolve_base(
     )
 
 
+def exec_only_binaries(runtime: str | None) -> bool:
+    """Execute-only binaries under runc (the default runtime); readable ones elsewhere.
+
+    Other runtimes (gVisor) read a binary to run it, and confine ptrace themselves.
+    """
+    return runtime in (None, "runc")
+
+
 class NoBaseImageError(ImageError):
     """Neither a configured, a bootstrapped nor a pullable base image exists."""
 
@@ -185,14 +202,15 @@ def ensure_sandbox_image(
         with Progress(console, f"fetching Claude Code {settings.claude_version}"):
             claude = ensure_claude_binary(settings.claude_version, arch)
         files = context_files()
-        ref = image_tag(image_inputs(files, claude, base_id, arch))
+        ref = image_tag(image_inputs(files, claude, base_id, arch, exec_only=settings.exec_only))
         if not rebuild and _local_id(client, ref) is not None:
             return SandboxImage(ref=ref, built=False, base=base_ref)
-        _build(client, ref, files, claude, base_ref, base_id, no_cache=rebuild, console=console)
+        _build(client, ref, files, claude, base_ref, base_id, exec_only=settings.exec_only, no_cache=rebuild,
+               console=console)
         return SandboxImage(ref=ref, built=True, base=base_ref)
 
 
-def _write_context(out: tarfile.TarFile, files: Mapping[str, Path], claude: ClaudeBinary) -> None:
+def _write_context(out: tarfile.TarFile, files: Mapping[str, Path], claude: ClaudeBinary, *, exec_only: bool) -> None:
     def add(name: str, path: Path, mode: int) -> None:
         info = out.gettarinfo(str(path), arcname=name)
         info.uid = info.gid = 0
@@ -208,7 +226,7 @@ def _write_context(out: tarfile.TarFile, files: Mapping[str, Path], claude: Clau
         out.addfile(info)
     for name, path in files.items():
         add(name, path, 0o644)
-    add("claude", claude.path, 0o755)
+    add("claude", claude.path, 0o711 if exec_only else 0o755)
 
 
 def _build(
@@ -219,12 +237,13 @@ def _build(
     base_ref: str,
     base_id: str,
     *,
+    exec_only: bool,
     no_cache: bool,
     console: Console | None,
 ) -> None:
     with tempfile.TemporaryFile() as context, Progress(console, f"building {ref} from {base_ref}") as progress:
         with tarfile.open(fileobj=context, mode="w") as tar:
-            _write_context(tar, files, claude)
+            _write_context(tar, files, claude, exec_only=exec_only)
         context.seek(0)
         tail: deque[str] = deque(maxlen=3)
         with docker_errors(f"building {ref}"):
@@ -234,7 +253,8 @@ def _build(
                 dockerfile=DOCKERFILE,
                 tag=ref,
                 # The ID, not the name: the image is built from exactly what was hashed.
-                buildargs={"BASE_IMAGE": base_id, "CLAUDE_VERSION": claude.version},
+                buildargs={"BASE_IMAGE": base_id, "CLAUDE_VERSION": claude.version,
+                           "EXEC_ONLY": "1" if exec_only else "0"},
                 labels={INPUTS_LABEL: ref.rsplit("-", 1)[-1], BASE_LABEL: base_ref},
                 rm=True,
                 forcerm=True,

@@ -38,7 +38,8 @@ from agent_eval_sandbox.hooks.interception.permissions import compile_permission
 HOOK_CLIENT_PATH = "/opt/agent-eval/hook_client.py"
 # An absolute interpreter in isolated mode: neither PATH nor PYTHON* variables
 # (which the agent could try to set through settings env) choose what runs.
-HOOK_COMMAND = f"/usr/bin/python3 -I {HOOK_CLIENT_PATH}"
+# An execute-only python3 (made in the image): the hook process is non-dumpable.
+HOOK_COMMAND = f"/usr/bin/python3-agent-eval -I {HOOK_CLIENT_PATH}"
 BROKER_SOCKET_IN_SANDBOX = "/run/agent-eval/broker.sock"
 MANAGED_SETTINGS_PATH = "/etc/claude-code/managed-settings.json"
 # The reference's per-hook timeout, sized for a batch of LLM-answered

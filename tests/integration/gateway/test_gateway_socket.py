@@ -338,3 +338,27 @@ def test_a_loopback_upstream_ignores_proxy_settings(scripted, tmp_path, monkeypa
         channel = gateway.open_channel("c", tmp_path / "g.sock", 1.0, tmp_path / "log.jsonl")
         with uds_client(channel.socket_path) as client:
             assert client.post("/v1/messages", json=BODY).status_code == 200
+
+
+def test_a_case_cannot_hold_more_than_a_few_requests_in_flight(tmp_path):
+    """Each request body is held in memory: the number a case may have open at once is capped."""
+    slow = parse_script({"advance": "per_request",
+                         "steps": [{"text": "slow", "delay_s": 2.0} for _ in range(20)]})
+    with ScriptedModelServer(slow) as upstream, ModelGateway(upstream.url, Credentials(api_key=SECRET)) as gateway:
+        channel = gateway.open_channel("c", tmp_path / "s" / "g.sock", 10.0, tmp_path / "log.jsonl")
+        statuses: list[int] = []
+
+        def post() -> None:
+            with uds_client(channel.socket_path) as client:
+                statuses.append(client.post("/v1/messages", json=BODY).status_code)
+
+        threads = [threading.Thread(target=post) for _ in range(14)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        channel.close()
+    assert sorted(set(statuses)) == [200, 429], statuses
+    assert statuses.count(200) <= 9 and len(statuses) == 14
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert sum(entry["outcome"] == "too_many_requests" for entry in log) == statuses.count(429)

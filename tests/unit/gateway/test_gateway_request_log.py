@@ -62,3 +62,18 @@ def test_writes_after_close_are_dropped(tmp_path):
     log.close()
     log.write(_record(status=500))
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 1
+
+
+def test_past_the_size_cap_bodies_are_left_out(tmp_path):
+    path = tmp_path / "gateway.jsonl"
+    log = RequestLog(path, max_bytes=2000)
+    big = {"messages": ["x" * 3000]}
+    log.write(LogRecord(time="t", case_id="c", method="POST", path="/v1/messages", status=200,
+                        outcome="forwarded", duration_ms=1, request_headers={}, request=big))
+    log.write(LogRecord(time="t", case_id="c", method="POST", path="/v1/messages", status=200,
+                        outcome="forwarded", duration_ms=1, request_headers={}, request={"small": 1}))
+    log.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["request"] is None and "log size cap" in lines[0]["error"]
+    assert lines[1]["request"] == {"small": 1}
+    assert path.stat().st_size < 2000
