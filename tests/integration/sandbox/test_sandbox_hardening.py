@@ -123,8 +123,15 @@ def test_the_image_is_what_the_design_says(backend, sandbox_image, make_sandbox)
     assert config["Labels"]["agent-eval-sandbox.claude-version"] == "2.1.332"
 
     sandbox = make_sandbox("image", limits=SMALL)
-    owners = sandbox.exec(["stat", "-c", "%U %a %n", "/usr/local/bin/claude", "/opt/agent-eval"]).stdout.decode()
-    assert owners.splitlines() == ["root 755 /usr/local/bin/claude", "root 755 /opt/agent-eval"]
+    owners = sandbox.exec(
+        ["stat", "-c", "%U %a %n", "/usr/local/bin/claude", "/usr/bin/python3-agent-eval", "/opt/agent-eval"]
+    ).stdout.decode()
+    # Execute-only (runc image): the CLI and the hook interpreter run non-dumpable.
+    assert owners.splitlines() == [
+        "root 711 /usr/local/bin/claude",
+        "root 711 /usr/bin/python3-agent-eval",
+        "root 755 /opt/agent-eval",
+    ]
     assert not sandbox.exec(["sh", "-c", "touch /opt/agent-eval/x"]).ok
     tools = sandbox.exec(["sh", "-c", "for t in python3 git ps; do command -v $t || exit 1; done; getent passwd agent"])
     assert tools.ok and tools.stdout.decode().splitlines() == [
