@@ -57,7 +57,8 @@ ensure_venv() {
 
 ensure_images() {
   # Builds only what is missing (images are tagged by a hash of their inputs).
-  if .venv/bin/agent-eval-sandbox image build; then
+  # A failure here is usually "no base image"; the second build says why otherwise.
+  if .venv/bin/agent-eval-sandbox image build 2>/dev/null; then
     return
   fi
   # No base: with no registry reachable, make one locally with debootstrap.
