@@ -359,9 +359,11 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--image", "prebuilt", help="Use this prebuilt image as is (only checks it is present).")
 @click.option("--rebuild", is_flag=True, help="Build even if an image of the same inputs exists.")
 @click.option("--runtime", help="Build the variant for this container runtime (sandbox.runtime), e.g. a gVisor one.")
+@click.option("--bootstrap-missing-base", is_flag=True,
+              help="With no base image and no registry, make one with debootstrap first (as `run` does).")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None) -> None:
+                runtime: str | None, bootstrap_missing_base: bool) -> None:
     """Build the sandbox image, unless one of the same inputs exists already."""
     from rich.console import Console
 
@@ -371,7 +373,8 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
     settings = ImageSettings(image=prebuilt, base_image=base_image,
                              claude_version=claude_version or DEFAULT_CLAUDE_VERSION,
                              exec_only=exec_only_binaries(runtime))
-    result = ensure_sandbox_image(settings, rebuild=rebuild, console=Console(stderr=True))
+    result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
+                                  console=Console(stderr=True))
     click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
 
 

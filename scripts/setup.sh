@@ -56,19 +56,13 @@ ensure_venv() {
 }
 
 ensure_images() {
-  # Builds only what is missing (images are tagged by a hash of their inputs).
-  # A failure here is usually "no base image"; the second build says why otherwise.
-  if .venv/bin/agent-eval-sandbox image build 2>/dev/null; then
-    return
-  fi
-  # No base: with no registry reachable, make one locally with debootstrap.
+  # With no registry reachable, the base image is made locally with debootstrap.
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1; then
     log "installing debootstrap"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >/dev/null
   fi
-  log "bootstrapping a local Debian base image (about a minute)"
-  .venv/bin/agent-eval-sandbox image bootstrap-base
-  .venv/bin/agent-eval-sandbox image build
+  # Builds only what is missing (images are tagged by a hash of their inputs).
+  .venv/bin/agent-eval-sandbox image build --bootstrap-missing-base
 }
 
 ensure_test_tools() {
