@@ -14,7 +14,16 @@ import textwrap
 import pytest
 import yaml
 
-from .conftest import AttackRun, bash, final, make_project, record_fact, run_attack, tagged, write_eval
+from .conftest import (
+    AttackRun,
+    bash,
+    final,
+    make_project,
+    record_fact,
+    run_attack,
+    tagged,
+    write_eval,
+)
 
 pytestmark = pytest.mark.docker
 

@@ -17,6 +17,7 @@ import yaml
 
 import agent_eval_sandbox.inside.forwarder as forwarder_module
 from agent_eval_sandbox.sandbox.claude_binary import ensure_claude_binary
+from tests.integration.claude_on_host import host_claude_argv, host_claude_env
 
 FORWARDER = Path(forwarder_module.__file__)
 
@@ -51,31 +52,10 @@ def run_claude(claude_path: Path, tmp_path: Path) -> Callable[..., ClaudeRun]:
         home = tmp_path / "home"
         cwd.mkdir(exist_ok=True)
         home.mkdir(exist_ok=True)
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": base_url,
-            "ANTHROPIC_API_KEY": "placeholder",
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "2",
-            "IS_SANDBOX": "1",  # tests run as root; containers run the CLI as uid 1000
-        }
+        env = host_claude_env(base_url, str(home))
         started = time.monotonic()
         proc = subprocess.run(
-            [
-                str(claude_path),
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--model",
-                "claude-sonnet-4-5",
-                "--permission-mode",
-                "bypassPermissions",
-            ],
+            host_claude_argv(str(claude_path)),
             input=prompt,
             check=False,
             capture_output=True,

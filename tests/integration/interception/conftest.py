@@ -26,6 +26,7 @@ from agent_eval_sandbox.hooks.interception.broker import (
 from agent_eval_sandbox.hooks.interception.decision import CaseContext
 from agent_eval_sandbox.hooks.interception.handlers import ToolHandlers, parse_handlers
 from agent_eval_sandbox.sandbox.claude_binary import ensure_claude_binary
+from tests.integration.claude_on_host import host_claude_argv, host_claude_env
 
 HOOK_CLIENT = Path(hook_client_module.__file__)
 PYTHON = "/usr/bin/python3"  # the interpreter the hook entry names, as in the image
@@ -193,23 +194,8 @@ def run_claude(claude_path: Path, tmp_path: Path) -> Callable[..., ClaudeRun]:
         home = tmp_path / "home"
         cwd.mkdir(exist_ok=True)
         home.mkdir(exist_ok=True)
-        process_env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": base_url,
-            "ANTHROPIC_API_KEY": "placeholder",
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "1",
-            "IS_SANDBOX": "1",  # tests run as root; containers run the CLI as uid 1000
-            **(env or {}),
-        }
-        argv = [
-            str(claude_path), "-p", "--output-format", "stream-json", "--verbose",
-            "--model", "claude-sonnet-4-5", "--permission-mode", "bypassPermissions", *flags,
-        ]
+        process_env = {**host_claude_env(base_url, str(home), max_retries=1), **(env or {})}
+        argv = host_claude_argv(str(claude_path), *flags)
         proc = subprocess.run(
             argv, input="Do the task.", capture_output=True, text=True, cwd=cwd, env=process_env, timeout=timeout,
             check=False,
