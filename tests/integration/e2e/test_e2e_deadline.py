@@ -39,6 +39,16 @@ def _objects_of(run_id: str) -> list[str]:
     return names
 
 
+def _start_run(project, run_id: str, **popen: object) -> subprocess.Popen:
+    """The CLI's run of the project in the background, offline, without the caller's credentials."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent_eval_sandbox", "run", str(project.root / "eval.yaml"), "--offline",
+         "--runs-dir", str(project.runs), "--run-id", run_id],
+        env=env, cwd=project.root, **popen,
+    )
+
+
 def test_sleep_past_the_deadline_ends_by_the_deadline_and_keeps_partial_results(project):
     _sleeper_project(project, timeout=6)
     started = time.monotonic()
@@ -59,12 +69,7 @@ def test_sleep_past_the_deadline_ends_by_the_deadline_and_keeps_partial_results(
 
 def test_sigint_mid_run_removes_every_container_within_seconds(project):
     _sleeper_project(project, timeout=600)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent_eval_sandbox", "run", str(project.root / "eval.yaml"), "--offline",
-         "--runs-dir", str(project.runs), "--run-id", "sigint-run"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=project.root,
-    )
+    process = _start_run(project, "sigint-run", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -90,12 +95,7 @@ def test_sigint_mid_run_removes_every_container_within_seconds(project):
 
 def test_kill_9_leaves_orphans_that_the_next_run_reaps(project):
     _sleeper_project(project, timeout=600)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agent_eval_sandbox", "run", str(project.root / "eval.yaml"), "--offline",
-         "--runs-dir", str(project.runs), "--run-id", "killed-run"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=project.root,
-    )
+    process = _start_run(project, "killed-run", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_objects_of("killed-run")) < 2:
         time.sleep(0.2)
