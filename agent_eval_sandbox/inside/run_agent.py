@@ -1,19 +1,26 @@
 """Launch the agent inside the sandbox: gateway forwarder first, then `claude -p`.
 
 Standard library only (the image's python3). The host runs it with `docker
-exec` as the sandbox user:
+exec` as the sandbox user, under the execute-only interpreter:
 
-    python3 /opt/agent-eval/run_agent.py --gateway-socket /run/agent-eval/gateway.sock \
+    /usr/bin/python3-agent-eval -I /opt/agent-eval/run_agent.py --gateway-socket /run/agent-eval/gateway.sock \
         --port 8080 --prompt-file /run/agent-eval/prompt.txt -- claude -p ...
 
 The CLI's stdout/stderr are the launcher's own (the host streams them to the
 run directory); the exit code is the CLI's (128+n when a signal ended it).
 Exit 125 means the launcher itself could not start the agent.
+
+The launcher holds the stream the host reads the conversation from, so it
+makes itself non-dumpable before anything of the agent runs: the agent's
+tools run as the same user, and a dumpable launcher's `/proc/<pid>/fd/1`
+would let them write lines of their own into that stream. If that cannot be
+done, the agent does not start.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
 import subprocess
@@ -21,10 +28,27 @@ import sys
 import threading
 import time
 
-import forwarder  # /opt/agent-eval/forwarder.py, next to this file
+# -I leaves this file's directory off sys.path; forwarder.py lives next to it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forwarder  # noqa: E402
 
 LAUNCH_FAILED = 125
 READY_TIMEOUT_S = 5.0
+PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE = 3
+
+
+def make_non_dumpable() -> str | None:
+    """None once the process is non-dumpable, else why it could not be made so."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return os.strerror(ctypes.get_errno())
+        if libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0:
+            return "the kernel still reports the process as dumpable"
+    except (OSError, AttributeError) as exc:
+        return str(exc)
+    return None
 
 
 def _start_forwarder(port: int, socket_path: str) -> bool:
@@ -56,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         print("run_agent: no agent command given", file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    problem = make_non_dumpable()
+    if problem is not None:
+        print(f"run_agent: cannot make the launcher non-dumpable ({problem}); not starting the agent",
+              file=sys.stderr, flush=True)
         return LAUNCH_FAILED
     # Our own session: the host can signal the whole agent process tree at once.
     try:

@@ -21,6 +21,9 @@ RUN_DIR_IN_SANDBOX = "/run/agent-eval"
 GATEWAY_SOCKET = f"{RUN_DIR_IN_SANDBOX}/gateway.sock"
 PROMPT_FILE = f"{RUN_DIR_IN_SANDBOX}/prompt.txt"
 LAUNCHER = "/opt/agent-eval/run_agent.py"
+# Execute-only under runc (a non-dumpable process from its first instruction); -I keeps
+# PYTHON* variables of the agent's environment from changing what the launcher runs.
+LAUNCHER_INTERPRETER = ("/usr/bin/python3-agent-eval", "-I")
 FORWARDER_PORT = 8080
 SANDBOX_HOME = "/home/agent"
 WORKSPACE = "/workspace"
@@ -74,7 +77,7 @@ def claude_argv(
 
 def launcher_argv(agent_argv: list[str]) -> list[str]:
     return [
-        "python3", LAUNCHER,
+        *LAUNCHER_INTERPRETER, LAUNCHER,
         "--gateway-socket", GATEWAY_SOCKET,
         "--port", str(FORWARDER_PORT),
         "--prompt-file", PROMPT_FILE,

@@ -8,21 +8,10 @@ and `$HOME/.claude/projects` holding the session transcripts.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, unified_diff
-from agent_eval_sandbox.runner.events import parse_stream_events
-from agent_eval_sandbox.runner.rundir import write_json
-
-
-@dataclass(frozen=True)
-class Collected:
-    changes: WorkspaceChanges
-    artifacts: dict[str, int]  # outputs[].path -> files collected
-    transcript: bool
 
 
 def _copy_file(src: Path, dest: Path) -> None:
@@ -88,10 +77,3 @@ def collect_transcripts(projects_dir: Path, session_id: str | None, case_dir: Pa
             _copy_file(candidates[-1], case_dir / "transcript.jsonl")
             found = True
     return found
-
-
-def write_events(stdout_log: Path, case_dir: Path) -> list[dict[str, Any]]:
-    lines = stdout_log.read_text(encoding="utf-8", errors="replace").splitlines() if stdout_log.exists() else []
-    events = parse_stream_events(lines)
-    write_json(case_dir / "events.json", events)
-    return events

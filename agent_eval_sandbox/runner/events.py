@@ -1,35 +1,41 @@
 """The CLI's stream-json output, parsed (pure).
 
-`parse_stream_events` produces the flat event list of agent-eval-harness
-(`events.json`, `outputs["events"]`): `assistant` events with `text`, `tools`
-and optional `thinking`; `tool_result` events; `result` and `system` events.
-`summarize_stream` pulls what run_result.json needs from the same lines.
+`stream_objects` reads the JSON objects of the CLI's output line by line;
+`StreamReader` turns them, in one pass, into the flat event list of
+agent-eval-harness (`events.json`, `outputs["events"]`): `assistant` events
+with `text`, `tools` and optional `thinking`; `tool_result` events; `result`
+and `system` events, and into what run_result.json needs (`StreamSummary`).
+Every string is capped, so what the host holds stays bounded whatever the
+agent printed.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 RESULT_CAP = 50_000
+# Assistant text and thinking: longer than any real answer, short of what a flood would hold.
+TEXT_CAP = 200_000
 _UNKNOWN_COMMAND = re.compile(r"^Unknown command:\s*(/\S+)")
 _BG_KILL = re.compile(r"Background tasks still running after .*terminating", re.S)
 
 
-def _json_lines(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
-    for line in lines:
+def stream_objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line number, object) for each line that is a JSON object."""
+    for number, line in enumerate(lines, 1):
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict):
-            yield obj
+            yield number, obj
 
 
 def _cap(text: str, cap: int) -> tuple[str, bool]:
@@ -65,10 +71,12 @@ def _assistant_event(obj: dict[str, Any], cap: int) -> dict[str, Any]:
                     "input": _cap_input(block.get("input", {}), cap),
                 }
             )
-    event: dict[str, Any] = {"type": "assistant", "text": "".join(texts), "tools": tools,
+    event: dict[str, Any] = {"type": "assistant", "text": _cap("".join(texts), TEXT_CAP)[0], "tools": tools,
                              "timestamp": obj.get("timestamp")}
     if thinking:
-        event["thinking"] = "\n".join(thinking)
+        event["thinking"] = _cap("\n".join(thinking), TEXT_CAP)[0]
+    if obj.get("_unverified"):
+        event["unverified"] = True
     if message.get("id"):
         event["_msg_id"] = message["id"]
     if obj.get("parent_tool_use_id"):
@@ -107,61 +115,12 @@ def _tool_results(obj: dict[str, Any], names: dict[str, str], cap: int) -> list[
         if truncated:
             event["truncated"] = True
             event["original_length"] = len(raw)
+        if block.get("_unverified"):
+            event["unverified"] = True
         if obj.get("parent_tool_use_id"):
             event["parent_tool_use_id"] = obj["parent_tool_use_id"]
         events.append(event)
     return events
-
-
-def parse_stream_events(lines: Iterable[str], cap: int = RESULT_CAP) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    names: dict[str, str] = {}
-    for obj in _json_lines(lines):
-        kind = obj.get("type")
-        if kind == "assistant":
-            event = _assistant_event(obj, cap)
-            for tool in event["tools"]:
-                names[tool["id"]] = tool["name"]
-            events.append(event)
-        elif kind == "user":
-            events.extend(_tool_results(obj, names, cap))
-        elif kind == "result":
-            events.append({"type": "result", "cost_usd": obj.get("total_cost_usd"),
-                           "num_turns": obj.get("num_turns"), "timestamp": None})
-        elif kind == "system":
-            event = {"type": "system", "subtype": obj.get("subtype", ""), "timestamp": obj.get("timestamp")}
-            if obj.get("subtype") == "init":
-                event["model"] = obj.get("model", "")
-            events.append(event)
-    return events
-
-
-def tool_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every tool call with its result joined in: `{name, input, id, result, is_error}`."""
-    results = {e["tool_use_id"]: e for e in events if e.get("type") == "tool_result"}
-    calls = []
-    for event in events:
-        if event.get("type") != "assistant":
-            continue
-        for tool in event.get("tools", []):
-            result = results.get(tool["id"], {})
-            calls.append(
-                {
-                    "name": tool["name"],
-                    "input": tool["input"],
-                    "id": tool["id"],
-                    "result": result.get("content"),
-                    "is_error": result.get("is_error", False),
-                }
-            )
-    return calls
-
-
-def conversation_text(events: list[dict[str, Any]]) -> str:
-    """Root-level visible assistant text (no subagents, tools or thinking)."""
-    return "\n\n".join(
-        e["text"] for e in events if e.get("type") == "assistant" and e.get("text") and not e.get("parent_tool_use_id")
-    )
 
 
 @dataclass
@@ -196,43 +155,83 @@ class StreamSummary:
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
-def summarize_stream(lines: Iterable[str]) -> StreamSummary:
-    summary = StreamSummary()
-    denials: list[dict[str, Any]] = []
-    for obj in _json_lines(lines):
+class StreamReader:
+    """One pass over the stream objects: the flat events and the summary together."""
+
+    def __init__(self, cap: int = RESULT_CAP) -> None:
+        self.cap = cap
+        self.events: list[dict[str, Any]] = []
+        self._summary = StreamSummary()
+        self._names: dict[str, str] = {}
+        self._denials: list[dict[str, Any]] = []
+
+    def feed(self, obj: Mapping[str, Any]) -> None:
+        obj = dict(obj)
         kind = obj.get("type")
-        if kind == "system" and obj.get("subtype") == "init":
-            summary.session_id = obj.get("session_id") or summary.session_id
-            summary.model = obj.get("model") or summary.model
+        if kind == "assistant":
+            event = _assistant_event(obj, self.cap)
+            for tool in event["tools"]:
+                self._names[tool["id"]] = tool["name"]
+            self.events.append(event)
+        elif kind == "user":
+            self.events.extend(_tool_results(obj, self._names, self.cap))
         elif kind == "result":
-            summary.result = obj
-            summary.session_id = obj.get("session_id") or summary.session_id
-            if isinstance(obj.get("total_cost_usd"), (int, float)):
-                summary.cost_usd = float(obj["total_cost_usd"])
-            if isinstance(obj.get("num_turns"), int):
-                summary.num_turns = obj["num_turns"]
-            usage = obj.get("usage")
-            if isinstance(usage, dict):
-                summary.token_usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
-            # A resumed session emits one result event per segment, each with
-            # only its own denials: keep them all.
-            if isinstance(obj.get("permission_denials"), list):
-                denials.extend(d for d in obj["permission_denials"] if isinstance(d, dict))
-    seen: set[str] = set()
-    for denial in denials:
-        key = denial.get("tool_use_id")
-        if key and key in seen:
-            continue
-        if key:
-            seen.add(key)
-        summary.permission_denials.append(denial)
-    if summary.result is not None:
-        turns = summary.result.get("num_turns")
-        text = summary.result_text
-        if text and not (isinstance(turns, (int, float)) and turns > 0):
-            match = _UNKNOWN_COMMAND.match(text.strip())
-            summary.unknown_command = match.group(1) if match else None
-    return summary
+            self.events.append({"type": "result", "cost_usd": obj.get("total_cost_usd"),
+                                "num_turns": obj.get("num_turns"), "timestamp": None})
+            self._result(obj)
+        elif kind == "system":
+            event = {"type": "system", "subtype": obj.get("subtype", ""), "timestamp": obj.get("timestamp")}
+            if obj.get("subtype") == "init":
+                event["model"] = obj.get("model", "")
+                self._summary.session_id = obj.get("session_id") or self._summary.session_id
+                self._summary.model = obj.get("model") or self._summary.model
+            self.events.append(event)
+
+    def _result(self, obj: dict[str, Any]) -> None:
+        summary = self._summary
+        # The summary keeps the result's scalars; its bulky lists are read here, not kept twice.
+        summary.result = {k: (_cap(v, self.cap)[0] if isinstance(v, str) else v)
+                          for k, v in obj.items() if k not in ("permission_denials", "modelUsage")}
+        summary.session_id = obj.get("session_id") or summary.session_id
+        if isinstance(obj.get("total_cost_usd"), (int, float)):
+            summary.cost_usd = float(obj["total_cost_usd"])
+        if isinstance(obj.get("num_turns"), int):
+            summary.num_turns = obj["num_turns"]
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            summary.token_usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}
+        # A session that waits for background tasks emits one result event per
+        # segment, each with only its own denials: keep them all.
+        if isinstance(obj.get("permission_denials"), list):
+            self._denials.extend(d for d in obj["permission_denials"] if isinstance(d, dict))
+
+    def summary(self) -> StreamSummary:
+        summary = self._summary
+        seen: set[str] = set()
+        summary.permission_denials = []
+        for denial in self._denials:
+            key = denial.get("tool_use_id")
+            if key and key in seen:
+                continue
+            if key:
+                seen.add(key)
+            summary.permission_denials.append(denial)
+        summary.unknown_command = None
+        if summary.result is not None:
+            turns = summary.result.get("num_turns")
+            text = summary.result_text
+            if text and not (isinstance(turns, (int, float)) and turns > 0):
+                match = _UNKNOWN_COMMAND.match(text.strip())
+                summary.unknown_command = match.group(1) if match else None
+        return summary
+
+
+def read_stream(objects: Iterable[Mapping[str, Any]], cap: int = RESULT_CAP) -> tuple[list[dict[str, Any]], StreamSummary]:
+    """The events and the summary of a stream's objects."""
+    reader = StreamReader(cap)
+    for obj in objects:
+        reader.feed(obj)
+    return reader.events, reader.summary()
 
 
 def background_tasks_killed(stderr_text: str) -> bool:

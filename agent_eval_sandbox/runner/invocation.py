@@ -39,13 +39,14 @@ from agent_eval_sandbox.hooks.lifecycle import CaseInfo, HookFailed, HookRunner,
 from agent_eval_sandbox.hooks.outputs import HookOutputs, write_case_hook_outputs
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.batch import assign_files
+from agent_eval_sandbox.gateway.ledger import LedgerSnapshot
 from agent_eval_sandbox.runner.collect import (
     collect_changes,
     collect_outputs,
     collect_transcripts,
-    write_events,
 )
-from agent_eval_sandbox.runner.events import background_tasks_killed, summarize_stream
+from agent_eval_sandbox.runner.events import StreamReader, StreamSummary, background_tasks_killed, stream_objects
+from agent_eval_sandbox.runner.integrity import StreamVerifier, verified
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.rundir import RunDir, write_json, write_yaml
 from agent_eval_sandbox.runner.workspace import (
@@ -448,6 +449,7 @@ def execute_invocation(ctx: RunContext, invocation: Invocation, status: CaseStat
                      refused=channel.refused if channel else 0,
                      gateway_cost=channel.spent_usd if channel else 0.0,
                      gateway_requests=channel.requests if channel else 0,
+                     ledger=channel.ledger.snapshot() if channel else None,
                      started_wall=started_wall, duration=status.elapsed, hook_failed=hook_failed)
     status.final_cost = entry["cost_usd"] or 0.0
     status.finished = time.monotonic()
@@ -469,17 +471,22 @@ def _collect(
     refused: int,
     gateway_cost: float,
     gateway_requests: int,
+    ledger: LedgerSnapshot | None,
     started_wall: float,
     duration: float,
     hook_failed: bool = False,
 ) -> dict[str, Any]:
     config = ctx.config
     stdout_log, stderr_log = out_dir / "stdout.log", out_dir / "stderr.log"
-    lines = stdout_log.read_text(encoding="utf-8", errors="replace").splitlines() if stdout_log.exists() else []
-    summary = summarize_stream(lines)
-    write_events(stdout_log, out_dir)
+    verifier = StreamVerifier(ledger)
+    summary = _read_agent_stream(stdout_log, verifier, out_dir)
     collect_transcripts(projects, summary.session_id, out_dir)
     notes: list[str] = []
+    if verifier.findings:
+        notes.append(f"WARNING: {verifier.dropped} line(s) of the agent's output were not what the model sent "
+                     "and were dropped (see integrity in run_result.json)" if verifier.dropped else
+                     "WARNING: the agent's final result disagreed with the model gateway's record; "
+                     "the gateway's values were used (see integrity in run_result.json)")
     if result is not None and after.is_dir():
         changes = collect_changes(before, after, out_dir)
         if config.is_batch:
@@ -538,11 +545,26 @@ def _collect(
         "model": summary.model or ctx.settings.model,
         "result": summary.result_text,
         "changes": changes_dict,
+        "integrity": verifier.report(),
         "error": error,
     }
     if not config.is_batch:
         write_json(out_dir / "run_result.json", entry)
     return entry
+
+
+def _read_agent_stream(stdout_log: Path, verifier: StreamVerifier, out_dir: Path) -> StreamSummary:
+    """events.json and the stream summary, from the lines the gateway's record vouches for.
+
+    Read line by line: the host's memory does not grow with what the agent printed.
+    """
+    reader = StreamReader()
+    if stdout_log.is_file():
+        with open(stdout_log, encoding="utf-8", errors="replace") as lines:
+            for obj in verified(stream_objects(lines), verifier):
+                reader.feed(obj)
+    write_json(out_dir / "events.json", reader.events)
+    return reader.summary()
 
 
 def _split_batch(ctx: RunContext, invocation: Invocation, after: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -14,7 +15,8 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from agent_eval_sandbox.errors import ImageError, RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
-from agent_eval_sandbox.sandbox.base import RemovedObject, SandboxBackend, SandboxSpec
+from agent_eval_sandbox.sandbox import lifeline as lifeline_
+from agent_eval_sandbox.sandbox.base import BindMount, RemovedObject, SandboxBackend, SandboxError, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
 from agent_eval_sandbox.sandbox.docker_sandbox import (
     DockerSandbox,
@@ -39,11 +41,16 @@ def tmpfs_volume_options(size_bytes: int, uid: int, gid: int) -> dict[str, str]:
     }
 
 
-def host_config_args(spec: SandboxSpec, volumes: dict[str, str]) -> dict[str, Any]:
+# How long a new sandbox's main process may take to reach its controller.
+LIFELINE_CONNECT_S = 15.0
+
+
+def host_config_args(spec: SandboxSpec, volumes: dict[str, str], extra_mounts: tuple[BindMount, ...] = ()) -> dict[str, Any]:
     """Arguments of `create_host_config` for a spec; `volumes` maps target -> volume name."""
     h, lim = spec.hardening, spec.limits
     mounts = [Mount(target, name, type="volume", no_copy=True) for target, name in volumes.items()]
-    mounts += [Mount(m.target, str(m.source), type="bind", read_only=m.read_only) for m in spec.mounts]
+    mounts += [Mount(m.target, str(m.source), type="bind", read_only=m.read_only)
+               for m in (*spec.mounts, *extra_mounts)]
     return {
         "cap_drop": list(h.cap_drop),
         "cap_add": list(h.cap_add) or None,
@@ -63,6 +70,15 @@ def host_config_args(spec: SandboxSpec, volumes: dict[str, str]) -> dict[str, An
     }
 
 
+def _logs_tail(api: docker.APIClient, container_id: str) -> str:
+    try:
+        text = api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
+        state = api.inspect_container(container_id)["State"]
+    except docker.errors.DockerException:
+        return "its state could not be read"
+    return f"state {state.get('Status')}, exit code {state.get('ExitCode')}" + (f": {text}" if text else "")
+
+
 class DockerBackend(SandboxBackend):
     name = "docker"
 
@@ -72,10 +88,13 @@ class DockerBackend(SandboxBackend):
         *,
         owner: L.Owner | None = None,
         grace_s: float = L.DEFAULT_GRACE_S,
+        runtime_dir: Path | None = None,
     ) -> None:
         self._client_arg = client
         self._owner = owner
         self._grace_s = grace_s
+        # Where the per-sandbox lifeline sockets are made (the daemon bind-mounts them).
+        self._runtime_dir = runtime_dir
         self._runtimes: set[str] | None = None
 
     @property
@@ -100,6 +119,8 @@ class DockerBackend(SandboxBackend):
         )
         volumes: dict[str, str] = {}
         container_id: str | None = None
+        lifeline = lifeline_.Lifeline(self._runtime_dir)
+        lifeline_mount = BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)
         try:
             with docker_errors(f"creating sandbox {name}"):
                 for role, target, size in (
@@ -117,13 +138,14 @@ class DockerBackend(SandboxBackend):
                 try:
                     container_id = api.create_container(
                         spec.image,
-                        command=["sleep", "infinity"],
+                        # It lives as long as this process does: see sandbox/lifeline.py.
+                        command=lifeline_.main_command(),
                         name=name,
-                        user=h.user,
+                        user=lifeline_.MAIN_USER,
                         environment={**spec.env, "HOME": spec.home},
                         working_dir=spec.workspace,
                         labels=labels,
-                        host_config=api.create_host_config(**host_config_args(spec, volumes)),
+                        host_config=api.create_host_config(**host_config_args(spec, volumes, (lifeline_mount,))),
                     )["Id"]
                 except docker.errors.ImageNotFound as exc:
                     raise ImageError(
@@ -131,11 +153,16 @@ class DockerBackend(SandboxBackend):
                         fix="run `agent-eval-sandbox image build`, or set sandbox.image to an existing image",
                     ) from exc
                 api.start(container_id)
+            if not lifeline.wait_connected(LIFELINE_CONNECT_S):
+                raise SandboxError(f"sandbox {name} did not start: its main process never reached the controller "
+                                   f"({_logs_tail(api, container_id)})")
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
                 remove_container_and_volumes(api, container_id, list(volumes.values()))
+            lifeline.close()
             raise
-        return DockerSandbox(self.client, spec, container_id=container_id, name=name, volumes=list(volumes.values()))
+        return DockerSandbox(self.client, spec, container_id=container_id, name=name, volumes=list(volumes.values()),
+                             lifeline=lifeline)
 
     def check_runtime(self, name: str) -> None:
         if self._runtimes is None:

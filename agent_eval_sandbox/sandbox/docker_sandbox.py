@@ -1,7 +1,8 @@
 """One case's Docker container: exec with deadlines, copy in and out, freeze, destroy.
 
-The container's main process idles (`sleep infinity` under docker-init);
-everything runs through `docker exec`. The workspace and $HOME are tmpfs-backed
+The container's main process (`inside/lifeline.py` under docker-init, as
+another user than the agent's) only waits for its controller to go away;
+everything else runs through `docker exec` as the sandbox user. The workspace and $HOME are tmpfs-backed
 volumes: the archive API sees them, but their data lives only while the
 container does, so results are copied out while it is running or paused,
 never after it stopped. At a deadline the container is paused, which freezes
@@ -43,6 +44,7 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
+from agent_eval_sandbox.sandbox.lifeline import Lifeline
 from agent_eval_sandbox.sandbox.outcome import (
     PROBE_CMD,
     CgroupCounters,
@@ -70,22 +72,23 @@ _KILLER = (
     "    except OSError: pass\n"
     "  if not hit: break\n"
 )
-# Kills every process of the sandbox but pid 1 (docker-init), the idle main
-# process (the oldest other one: nothing started later can be older) and itself.
+# Kills every process of the sandbox user but itself; docker-init and the main
+# process run as another user and stay.
 _REAPER = (
     "import os\n"
-    "me=os.getpid()\n"
+    "me,uid=os.getpid(),os.getuid()\n"
     "def procs():\n"
     "  out=[]\n"
     "  for p in os.listdir('/proc'):\n"
-    "    if not p.isdigit() or int(p) in (1,me): continue\n"
-    "    try: out.append((int(open('/proc/'+p+'/stat').read().rsplit(')',1)[1].split()[19]),int(p)))\n"
-    "    except (OSError,IndexError,ValueError): pass\n"
-    "  return sorted(out)\n"
+    "    if not p.isdigit() or int(p)==me: continue\n"
+    "    try:\n"
+    "      if os.stat('/proc/'+p).st_uid==uid: out.append(int(p))\n"
+    "    except OSError: pass\n"
+    "  return out\n"
     "for _ in range(50):\n"
-    "  rest=procs()[1:]\n"
+    "  rest=procs()\n"
     "  if not rest: raise SystemExit(0)\n"
-    "  for _,pid in rest:\n"
+    "  for pid in rest:\n"
     "    try: os.kill(pid,9)\n"
     "    except OSError: pass\n"
     "raise SystemExit(1)\n"
@@ -171,12 +174,14 @@ class DockerSandbox(Sandbox):
         container_id: str,
         name: str,
         volumes: Sequence[str],
+        lifeline: Lifeline | None = None,
     ) -> None:
         self._api = client.api
         self._spec = spec
         self._id = container_id
         self._name = name
         self._volumes = tuple(volumes)
+        self._lifeline = lifeline
         self._lock = threading.Lock()
         self._frozen = threading.Event()
         self._destroyed = False
@@ -237,7 +242,7 @@ class DockerSandbox(Sandbox):
                 stdout=True,
                 stderr=True,
                 stdin=stdin is not None,
-                user=user or "",
+                user=user or self._spec.hardening.user,
                 environment=environment or None,
                 workdir=cwd,
             )["Id"]
@@ -328,7 +333,8 @@ class DockerSandbox(Sandbox):
         try:
             with docker_errors(f"killing a command in sandbox {self._name}"):
                 killer = self._api.exec_create(
-                    self._id, ["python3", "-c", _KILLER, f"{EXEC_MARKER}={marker}"], user=user or ""
+                    self._id, ["python3", "-c", _KILLER, f"{EXEC_MARKER}={marker}"],
+                    user=user or self._spec.hardening.user,
                 )
                 self._api.exec_start(killer["Id"])
             end = time.monotonic() + _KILL_WAIT_S
@@ -354,7 +360,7 @@ class DockerSandbox(Sandbox):
                 time.sleep(0.2)
             try:
                 with docker_errors("reading cgroup counters"):
-                    probe = self._api.exec_create(self._id, list(PROBE_CMD), user="")
+                    probe = self._api.exec_create(self._id, list(PROBE_CMD), user=self._spec.hardening.user)
                     output = self._api.exec_start(probe["Id"])
             except SandboxError:
                 continue
@@ -481,7 +487,12 @@ class DockerSandbox(Sandbox):
         with self._lock:
             self._destroyed = True
             self._frozen.set()  # wakes any exec still waiting on this sandbox
-            remove_container_and_volumes(self._api, self._id, self._volumes)
+            try:
+                remove_container_and_volumes(self._api, self._id, self._volumes)
+            finally:
+                # After the removal: closing it first would stop the container under a copy-out.
+                if self._lifeline is not None:
+                    self._lifeline.close()
 
 
 def force_remove_container(api: docker.APIClient, container: str) -> None:

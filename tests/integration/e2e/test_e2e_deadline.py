@@ -39,6 +39,10 @@ def _objects_of(run_id: str) -> list[str]:
     return names
 
 
+def _running_of(run_id: str) -> list[str]:
+    return [c.name for c in docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"})]
+
+
 def _start_run(project, run_id: str, **popen: object) -> subprocess.Popen:
     """The CLI's run of the project in the background, offline, without the caller's credentials."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
@@ -103,6 +107,11 @@ def test_kill_9_leaves_orphans_that_the_next_run_reaps(project):
     process.kill()
     process.wait()
     assert _objects_of("killed-run"), "kill -9 should leave the sandboxes behind for the reaper"
+    # ... but none keeps running: each stops itself once its controller is gone
+    killed = time.monotonic()
+    while _running_of("killed-run") and time.monotonic() - killed < 15:
+        time.sleep(0.2)
+    assert _running_of("killed-run") == []
     # the next run (of anything) reaps the orphans of the dead controller first
     project.eval_yaml(project.root.joinpath("eval.yaml").read_text().replace("timeout: 600", "timeout: 30"))
     for case_id in ("slow-1", "slow-2"):

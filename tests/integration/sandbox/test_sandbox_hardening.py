@@ -18,6 +18,10 @@ SMALL = Limits(
 )
 
 
+def mounts_of(info):
+    return {m["Destination"]: m for m in info["Mounts"]}
+
+
 def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id):
     sandbox = make_sandbox("inspect", limits=SMALL)
     api = backend.client.api
@@ -32,15 +36,20 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
     assert host["Memory"] == host["MemorySwap"] == 256 * MiB
     assert host["NanoCpus"] == 500_000_000
     assert host["Tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={4 * MiB},mode=1777"}
-    assert info["Config"]["User"] == "1000:1000"
+    # The main process is nobody's: the agent (1000) cannot signal the process that ties the
+    # sandbox's life to its controller's. Every command runs as the sandbox user.
+    assert info["Config"]["User"] == "65534:65534"
+    assert info["Config"]["Cmd"] == ["python3", "-I", "/opt/agent-eval/lifeline.py",
+                                     "/run/agent-eval-lifeline/lifeline.sock"]
     assert info["State"]["Running"] is True
+    assert mounts_of(info)["/run/agent-eval-lifeline"]["RW"] is False
 
     labels = info["Config"]["Labels"]
     assert labels[L.MANAGED] == "1" and labels[L.RUN_ID] == run_id and labels[L.CASE_ID] == "inspect"
     assert labels[L.OWNER] == L.current_owner().label()
     assert int(labels[L.DEADLINE]) > 0
 
-    mounts = {m["Destination"]: m for m in info["Mounts"]}
+    mounts = mounts_of(info)
     assert mounts["/workspace"]["Type"] == mounts["/home/agent"]["Type"] == "volume"
     for target, size in (("/workspace", 8 * MiB), ("/home/agent", 4 * MiB)):
         volume = api.inspect_volume(mounts[target]["Name"])

@@ -69,6 +69,28 @@ def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image
     assert [r for r in backend.gc() if r.run_id == run_id] == []  # gc without --all = reap: nothing more
 
 
+def test_a_killed_controllers_sandboxes_stop_by_themselves(backend, sandbox_image, run_id):
+    """kill -9 leaves no teardown at all: each sandbox's main process sees its lifeline reset and
+    the container stops, ending the agent's processes, before any reaper runs."""
+    proc = start_controller(run_id, sandbox_image)
+    api = backend.client.api
+    containers = api.containers(filters={"label": f"{L.RUN_ID}={run_id}"})
+    assert len(containers) == 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    killed = time.monotonic()
+    while time.monotonic() - killed < 15:
+        states = [api.inspect_container(c["Id"])["State"] for c in containers]
+        if not any(state["Running"] for state in states):
+            break
+        time.sleep(0.1)
+    assert not any(state["Running"] for state in states), states
+    stopped_after = time.monotonic() - killed
+    assert stopped_after < 10, stopped_after
+    removed = [r for r in backend.reap_orphans() if r.run_id == run_id]
+    assert sorted(r.kind for r in removed) == ["container"] * 2 + ["volume"] * 4
+
+
 def test_objects_long_past_their_deadline_are_reaped_whoever_owns_them(backend, sandbox_image, run_id):
     stale = backend.create(SandboxSpec(sandbox_image, run_id, "stale", deadline_epoch=time.time() - 3600))
     removed = [r for r in backend.reap_orphans() if r.run_id == run_id]

@@ -2,12 +2,11 @@ from __future__ import annotations
 
 import json
 
+from agent_eval_sandbox.judges.events import captured_tool_calls, conversation_text
 from agent_eval_sandbox.runner.events import (
     background_tasks_killed,
-    conversation_text,
-    parse_stream_events,
-    summarize_stream,
-    tool_calls,
+    read_stream,
+    stream_objects,
 )
 
 STREAM = [
@@ -32,6 +31,15 @@ def lines(objs):
     return [json.dumps(o) for o in objs] + ["not json", ""]
 
 
+def parse_stream_events(text_lines, cap=None):
+    objects = (obj for _, obj in stream_objects(text_lines))
+    return read_stream(objects, cap)[0] if cap else read_stream(objects)[0]
+
+
+def summarize_stream(text_lines):
+    return read_stream(obj for _, obj in stream_objects(text_lines))[1]
+
+
 def test_flat_event_schema():
     events = parse_stream_events(lines(STREAM))
     assert [e["type"] for e in events] == ["system", "assistant", "tool_result", "assistant", "assistant", "result"]
@@ -50,7 +58,7 @@ def test_tool_result_capped():
 
 def test_tool_calls_join_results_and_conversation_skips_subagents():
     events = parse_stream_events(lines(STREAM))
-    calls = tool_calls(events)
+    calls = captured_tool_calls(events, None)
     assert calls == [{"name": "Bash", "input": {"command": "ls"}, "id": "t1", "result": "a.txt", "is_error": False}]
     assert conversation_text(events) == "Let me look.\n\nDone."
 

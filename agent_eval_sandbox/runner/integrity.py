@@ -1,0 +1,206 @@
+"""Checking the agent's stream-json against the gateway's own record (pure).
+
+The CLI's stdout reaches the host through processes inside the sandbox, so a
+skill that got hold of it could write lines of its own: a tool call the model
+never asked for, a final result it never gave. The gateway saw every model
+answer and every tool result the CLI sent back, first-hand (`gateway/ledger.py`).
+`StreamVerifier` keeps a stream object only when the gateway's record agrees:
+
+- an `assistant` message must be one the model sent, and each of its text and
+  tool_use blocks one of that message's blocks;
+- a tool result must answer a kept tool call. Its content is the output of a
+  tool the agent drives anyway, so a content that differs from what the CLI
+  sent the model is kept but marked unverified and reported, as are the last
+  results of a session, which never went back to the model;
+- a `result` event's text must be the model's last answer, its session one
+  the gateway saw, its turns no more than the model's answers and its
+  permission denials about calls the model made; otherwise the gateway's
+  values replace them. (A session that waits for background tasks prints one
+  result per segment, so a later result is not suspect in itself.)
+
+What is dropped or corrected becomes a `Finding`: the run records it and the
+judges never see the forged part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_eval_sandbox.gateway.ledger import LedgerSnapshot, block_fingerprint, digest, tool_result_text
+
+MAX_FINDINGS = 200
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int  # 1-based line of stdout.log
+    kind: str  # the stream object's type
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "kind": self.kind, "reason": self.reason}
+
+
+@dataclass
+class StreamVerifier:
+    """Feed stream objects in order; `feed` returns what to keep (possibly corrected) or None."""
+
+    ledger: LedgerSnapshot | None
+    findings: list[Finding] = field(default_factory=list)
+    dropped: int = 0
+    unverified: int = 0
+    _tool_ids: set[str] = field(default_factory=set)
+
+    @property
+    def checked(self) -> bool:
+        """False when there was no gateway record to check against (nothing reached the model)."""
+        return self.ledger is not None
+
+    def _flag(self, line: int, kind: str, reason: str, *, dropped: bool = True) -> None:
+        self.dropped += dropped
+        if len(self.findings) < MAX_FINDINGS:
+            self.findings.append(Finding(line, kind, reason))
+
+    def feed(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        kind = obj.get("type")
+        if kind == "assistant":
+            return self._assistant(line, obj)
+        if kind == "user":
+            return self._user(line, obj)
+        if kind == "result":
+            return self._result(line, obj)
+        return dict(obj)
+
+    # ---- assistant ----------------------------------------------------------------
+
+    def _assistant(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        message = obj.get("message") if isinstance(obj.get("message"), Mapping) else {}
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        if self.ledger is None:
+            self._remember_tools(blocks)
+            return dict(obj)
+        message_id = message.get("id")
+        known = self.ledger.messages.get(message_id) if isinstance(message_id, str) else None
+        if known is None:
+            if self.ledger.overflow:
+                self.unverified += 1
+                self._remember_tools(blocks)
+                return {**obj, "_unverified": True}
+            names = ", ".join(str(b.get("name")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use")
+            self._flag(line, "assistant", f"message {message_id!r} was never sent by the model"
+                       + (f" (tool calls: {names})" if names else ""))
+            return None
+        allowed = set(known)
+        for block in blocks:
+            fingerprint = block_fingerprint(block) if isinstance(block, Mapping) else None
+            if fingerprint is not None and fingerprint not in allowed:
+                what = block.get("name") if fingerprint[0] == "tool_use" else "text"
+                self._flag(line, "assistant", f"a {fingerprint[0]} block ({what}) differs from message "
+                           f"{message_id!r} as the model sent it")
+                return None
+        self._remember_tools(blocks)
+        return dict(obj)
+
+    def _remember_tools(self, blocks: Iterable[Any]) -> None:
+        for block in blocks:
+            if isinstance(block, Mapping) and block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                self._tool_ids.add(block["id"])
+
+    # ---- tool results ----------------------------------------------------------------
+
+    def _user(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        message = obj.get("message") if isinstance(obj.get("message"), Mapping) else {}
+        content = message.get("content")
+        if not isinstance(content, list):
+            return dict(obj)
+        kept: list[Any] = []
+        for block in content:
+            if not isinstance(block, Mapping) or block.get("type") != "tool_result":
+                kept.append(block)
+                continue
+            verdict = self._tool_result(block)
+            if verdict is None:
+                kept.append(block)
+            elif verdict.startswith("unverified"):
+                self.unverified += 1
+                kept.append({**block, "_unverified": True})
+                if verdict != "unverified":
+                    self._flag(line, "tool_result", verdict.removeprefix("unverified: "), dropped=False)
+            else:
+                self._flag(line, "tool_result", verdict)
+        if not kept:
+            return None
+        return {**obj, "message": {**message, "content": kept}}
+
+    def _tool_result(self, block: Mapping[str, Any]) -> str | None:
+        """None to keep, "unverified[: why]" to keep marked, or why it is dropped."""
+        tool_use_id = block.get("tool_use_id")
+        if self.ledger is None:
+            return None
+        if not isinstance(tool_use_id, str) or tool_use_id not in self._tool_ids:
+            return f"a result for tool call {tool_use_id!r}, which the model never made"
+        sent = self.ledger.tool_results.get(tool_use_id)
+        if sent is None:
+            return "unverified"  # the session ended before the CLI sent it to the model
+        if digest(tool_result_text(block.get("content"))) not in sent:
+            return f"unverified: the result of {tool_use_id!r} differs from what the CLI sent the model"
+        return None
+
+    # ---- the final result ------------------------------------------------------------
+
+    def _result(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any]:
+        result = dict(obj)
+        if self.ledger is None:
+            return result
+        sessions = self.ledger.session_ids
+        session = result.get("session_id")
+        if sessions and session not in sessions:
+            self._flag(line, "result", f"session {session!r} is not the session the gateway saw", dropped=False)
+            result["session_id"] = sorted(sessions)[0] if len(sessions) == 1 else None
+        final = self._final_text()
+        text = result.get("result")
+        if not result.get("is_error") and final is not None and text != final:
+            self._flag(line, "result", "its text is not the model's last answer; the model's answer is used",
+                       dropped=False)
+            result["result"] = final
+        answers = len(self.ledger.order)
+        turns = result.get("num_turns")
+        if isinstance(turns, int) and turns > answers and not self.ledger.overflow:
+            self._flag(line, "result", f"it claims {turns} turns; the model answered {answers} times", dropped=False)
+            result["num_turns"] = answers
+        denials = result.get("permission_denials")
+        if isinstance(denials, list):
+            real = [d for d in denials if isinstance(d, Mapping) and d.get("tool_use_id") in self._tool_ids]
+            if len(real) != len(denials):
+                self._flag(line, "result", f"{len(denials) - len(real)} permission denial(s) of calls the model "
+                           "never made", dropped=False)
+                result["permission_denials"] = real
+        return result
+
+    def _final_text(self) -> str | None:
+        assert self.ledger is not None
+        for message_id in reversed(self.ledger.order):
+            if message_id in self.ledger.recent_texts:
+                return self.ledger.recent_texts[message_id]
+            if any(kind == "text" for kind, _ in self.ledger.messages.get(message_id, ())):
+                return None  # its text is no longer kept: nothing to compare with
+        return None
+
+    def report(self) -> dict[str, Any]:
+        """The `integrity` entry of the case's run_result.json."""
+        return {
+            "checked": self.checked,
+            "dropped": self.dropped,
+            "unverified": self.unverified,
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+def verified(objects: Iterable[tuple[int, Mapping[str, Any]]], verifier: StreamVerifier) -> Iterator[dict[str, Any]]:
+    """The objects the verifier keeps, in order."""
+    for line, obj in objects:
+        kept = verifier.feed(line, obj)
+        if kept is not None:
+            yield kept
