@@ -6,9 +6,12 @@ exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
+import resource
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -412,5 +415,23 @@ def model_server(script: Path, host: str, port: int) -> None:
     serve(script, host, port)
 
 
+# Each running case holds sockets, pipes and log files; the usual soft limit of
+# 1024 would be the first thing a busy run (or a hostile case) runs out of.
+WANTED_OPEN_FILES = 65536
+
+
+def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def main() -> None:
+    raise_open_files_limit()
+    # Names and text from a sandbox need not be UTF-8: printing them must not crash the run.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     cli(prog_name="agent-eval-sandbox")

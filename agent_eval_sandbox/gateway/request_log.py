@@ -89,6 +89,11 @@ class LogRecord(BaseModel):
 DEFAULT_MAX_LOG_BYTES = 256 * 1024 * 1024
 
 
+def _json_line(record: LogRecord) -> str:
+    # Not model_dump_json: it refuses lone surrogates, which a request body may carry.
+    return json.dumps(record.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+
+
 class RequestLog:
     """Append-only JSONL file, safe to write from many handler threads."""
 
@@ -99,15 +104,17 @@ class RequestLog:
         # The JSON-escaped spelling too: that is how a secret would appear in a line.
         self._secrets = tuple({form for s in secrets if s for form in (s, json.dumps(s)[1:-1])})
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        # A body may hold "\udcff" escapes (lone surrogates once parsed): they are written back as
+        # the same escapes rather than making the record, and the request, vanish.
+        self._file = open(path, "a", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115 - closed by close()
         self._lock = threading.Lock()
 
     def write(self, record: LogRecord) -> None:
-        line = scrub(record.model_dump_json(), self._secrets)
+        line = scrub(_json_line(record), self._secrets)
         if self._written + len(line) > self.max_bytes:
             stripped = record.model_copy(update={"request": None, "response": None,
                                                  "error": (record.error or "") + " [bodies not logged: log size cap]"})
-            line = scrub(stripped.model_dump_json(), self._secrets)
+            line = scrub(_json_line(stripped), self._secrets)
         with self._lock:
             if self._file.closed:
                 # A request still finishing after its channel closed: the case

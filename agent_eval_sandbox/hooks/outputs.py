@@ -254,5 +254,6 @@ def judge_hook_outputs(run_dir: Path, case_id: str) -> dict[str, Any]:
 
 def _dump(path: Path, document: Mapping[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, default_flow_style=False))
+    path.write_text(yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, default_flow_style=False),
+                    encoding="utf-8", errors="backslashreplace")
     return path

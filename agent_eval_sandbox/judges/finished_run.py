@@ -22,7 +22,12 @@ from agent_eval_sandbox.errors import RunDirError
 
 RUN_MARKERS = ("run.json", "run_result.json")
 MiB = 1024 * 1024
-MAX_TEXT_BYTES = 16 * MiB  # per log or artifact read into a record
+MAX_TEXT_BYTES = 16 * MiB  # per file read whole (results, hook outputs)
+# What a judge's record holds of the agent's files and logs: per file and in
+# total, so the host's memory stays flat whatever a case writes.
+MAX_RECORD_FILE_BYTES = 4 * MiB
+MAX_RECORD_FILES_BYTES = 16 * MiB
+MAX_RECORD_LOG_BYTES = 4 * MiB
 MAX_EVENTS_BYTES = 64 * MiB
 MAX_EVENTS_NODES = 20_000_000
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")
@@ -52,6 +57,10 @@ def read_bytes(path: Path, cap: int = MAX_TEXT_BYTES) -> tuple[bytes, bool] | No
 
 def truncation_note(cap: int) -> str:
     return f"\n[truncated: the file is larger than {cap // MiB} MiB]"
+
+
+def not_loaded_note(cap: int) -> str:
+    return f"[not loaded: the record already holds {cap // MiB} MiB of file contents]"
 
 
 def read_data(path: Path, *, max_bytes: int = 8 * MiB, max_nodes: int = 200_000) -> tuple[Any, str | None]:

@@ -22,8 +22,11 @@ from agent_eval_sandbox.judges.events import captured_tool_calls, conversation_t
 from agent_eval_sandbox.judges.finished_run import (
     MAX_EVENTS_BYTES,
     MAX_EVENTS_NODES,
-    MAX_TEXT_BYTES,
+    MAX_RECORD_FILE_BYTES,
+    MAX_RECORD_FILES_BYTES,
+    MAX_RECORD_LOG_BYTES,
     FinishedRun,
+    not_loaded_note,
     read_bytes,
     read_data,
     read_jsonl,
@@ -42,6 +45,26 @@ class FileBytes:
     path: str  # relative to the case directory (artifacts) or to _modified/ (edits)
     content: bytes
     truncated: bool = False
+    loaded: bool = True  # False: left out once the record's total was reached
+
+
+class ReadBudget:
+    """Bytes of file contents a record may still load (shared by every file of one case)."""
+
+    def __init__(self, total: int = MAX_RECORD_FILES_BYTES, per_file: int = MAX_RECORD_FILE_BYTES) -> None:
+        self.left = total
+        self.total = total
+        self.per_file = per_file
+
+    def read(self, path: Path, rel: str) -> FileBytes | None:
+        if self.left <= 0:
+            return FileBytes(rel, b"", loaded=False) if path.is_file() and not path.is_symlink() else None
+        data = read_bytes(path, min(self.per_file, self.left))
+        if data is None:
+            return None
+        content, truncated = data
+        self.left -= len(content)
+        return FileBytes(rel, content, truncated)
 
 
 @dataclass(frozen=True)
@@ -84,11 +107,18 @@ def to_jsonable(value: Any) -> Any:
 
 
 def _decode(item: FileBytes) -> str | None:
+    """The file as text, None if it is not UTF-8 text."""
+    if not item.loaded:
+        return not_loaded_note(MAX_RECORD_FILES_BYTES)
+    content = item.content
     try:
-        text = item.content.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return text + truncation_note(MAX_TEXT_BYTES) if item.truncated else text
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A cap may cut the last character in two: that alone does not make a text file binary.
+        if not (item.truncated and exc.start >= len(content) - 3 and exc.reason == "unexpected end of data"):
+            return None
+        text = content[: exc.start].decode("utf-8")
+    return text + truncation_note(MAX_RECORD_FILE_BYTES) if item.truncated else text
 
 
 def _binary_marker(path: Path) -> dict[str, Any]:
@@ -130,6 +160,10 @@ def _convenience_keys(files: CaseFiles, outputs: Sequence[OutputConfig]) -> dict
 def build_record(files: CaseFiles, outputs: Sequence[OutputConfig], traces: TracesConfig) -> dict[str, Any]:
     """The `outputs` record judges receive (pure; JSON-serialisable)."""
     record: dict[str, Any] = {"files": {}, "modified_files": {}}
+    record["files_truncated"] = sorted(
+        {f.path for f in files.artifacts if f.truncated or not f.loaded}
+        | {f"{MODIFIED_DIR}/{f.path}" for f in files.modified if f.truncated or not f.loaded}
+    )
     for item in files.artifacts:
         text = _decode(item)
         record["files"][item.path] = text if text is not None else _binary_marker(files.case_dir / item.path)
@@ -169,8 +203,8 @@ def build_record(files: CaseFiles, outputs: Sequence[OutputConfig], traces: Trac
     return record
 
 
-def _read_files(root: Path, base: Path) -> tuple[FileBytes, ...]:
-    """Files under `base` (a directory or one file), paths relative to `root`."""
+def _read_files(root: Path, base: Path, budget: ReadBudget) -> tuple[FileBytes, ...]:
+    """Files under `base` (a directory or one file), paths relative to `root`, within the budget."""
     if base.is_symlink():
         return ()
     if base.is_file():
@@ -181,9 +215,9 @@ def _read_files(root: Path, base: Path) -> tuple[FileBytes, ...]:
         return ()
     items = []
     for path in paths:
-        data = read_bytes(path)
-        if data is not None:
-            items.append(FileBytes(path.relative_to(root).as_posix(), data[0], data[1]))
+        item = budget.read(path, path.relative_to(root).as_posix())
+        if item is not None:
+            items.append(item)
     return tuple(items)
 
 
@@ -222,13 +256,14 @@ def read_case_files(run: FinishedRun, case_id: str, loaded: LoadedConfig) -> Cas
     case_dir = run.case_dir(case_id).resolve()
     problems: list[str] = []
 
+    budget = ReadBudget()
     artifacts: list[FileBytes] = []
     for output in config.outputs:
         if output.path:
-            artifacts.extend(_read_files(case_dir, case_dir / output.path))
+            artifacts.extend(_read_files(case_dir, case_dir / output.path, budget))
     modified = tuple(
-        FileBytes(str(Path(f.path).relative_to(MODIFIED_DIR).as_posix()), f.content, f.truncated)
-        for f in _read_files(case_dir, case_dir / MODIFIED_DIR)
+        FileBytes(str(Path(f.path).relative_to(MODIFIED_DIR).as_posix()), f.content, f.truncated, f.loaded)
+        for f in _read_files(case_dir, case_dir / MODIFIED_DIR, budget)
     )
 
     case_result, problem = read_mapping(case_dir / "run_result.json")
@@ -247,8 +282,8 @@ def read_case_files(run: FinishedRun, case_id: str, loaded: LoadedConfig) -> Cas
     problems += hook_problems
 
     def log(name: str) -> str | None:
-        own = read_text(case_dir / name)
-        return own if own is not None else read_text(run.root / name)
+        own = read_text(case_dir / name, MAX_RECORD_LOG_BYTES)
+        return own if own is not None else read_text(run.root / name, MAX_RECORD_LOG_BYTES)
 
     return CaseFiles(
         case_id=case_id,

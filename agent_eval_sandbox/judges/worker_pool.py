@@ -46,7 +46,8 @@ def _clean(text: str) -> str:
 
 def encode_json(value: Any) -> bytes:
     # default=str: the record is JSON data by construction; this keeps a stray type from ending the run.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8", "replace")
+    # backslashreplace: a file name that is not UTF-8 reaches the judge as the same (surrogate) string.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8", "backslashreplace")
 
 
 def _signal_name(number: int) -> str:

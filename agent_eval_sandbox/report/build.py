@@ -20,6 +20,7 @@ from agent_eval_sandbox.judges.thresholds import exit_code, regression_lines
 from agent_eval_sandbox.report.facts import read_case_facts, run_links
 from agent_eval_sandbox.report.html import render_html
 from agent_eval_sandbox.report.junit import render_junit
+from agent_eval_sandbox.runner.rundir import TEXT_ERRORS
 from agent_eval_sandbox.report.summary import (
     Summary,
     load_summary,
@@ -95,7 +96,8 @@ class ScoreResult:
 
 def _write_text(path: Path, text: str) -> None:
     # Atomic, like the run directory's other writers: a reader never sees half a report.
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8",
+                                     errors=TEXT_ERRORS) as tmp:
         tmp.write(text)
     os.replace(tmp.name, path)
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 # Harness scaffolding, never reported as the agent's edits (as in the reference).
 SCAFFOLDING_PREFIXES = (".claude/", ".staged-plugins/", "subagents/", "hooks/", ".work/")
 MAX_DIFF_FILE_BYTES = 1024 * 1024
+# The whole diff: past it, the remaining files are only named. Whatever the agent
+# writes, the host never holds or writes more than this of it as a diff.
+MAX_DIFF_BYTES = 16 * 1024 * 1024
 
 
 def _files(root: Path) -> dict[str, Path]:
@@ -87,20 +91,30 @@ def _text_lines(path: Path | None) -> list[str] | None:
         return None
 
 
-def unified_diff(before: Path, after: Path, changes: WorkspaceChanges) -> str:
-    chunks: list[str] = []
-    for rel in sorted(changes.added + changes.modified + changes.deleted):
+def diff_chunks(before: Path, after: Path, changes: WorkspaceChanges, max_bytes: int = MAX_DIFF_BYTES) -> Iterator[str]:
+    """The unified diff, file by file; once `max_bytes` is reached the rest is one closing note."""
+    names = sorted(changes.added + changes.modified + changes.deleted)
+    written = 0
+    for index, rel in enumerate(names):
         old = before / rel if rel not in changes.added else None
         new = after / rel if rel not in changes.deleted else None
         old_lines, new_lines = _text_lines(old), _text_lines(new)
         if old_lines is None or new_lines is None:
-            chunks.append(f"Binary or large file {rel} changed\n")
-            continue
-        diff = difflib.unified_diff(
-            old_lines, new_lines,
-            fromfile="/dev/null" if old is None else f"a/{rel}",
-            tofile="/dev/null" if new is None else f"b/{rel}",
-        )
-        text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
-        chunks.append(text)
-    return "".join(chunks)
+            chunk = f"Binary or large file {rel} changed\n"
+        else:
+            diff = difflib.unified_diff(
+                old_lines, new_lines,
+                fromfile="/dev/null" if old is None else f"a/{rel}",
+                tofile="/dev/null" if new is None else f"b/{rel}",
+            )
+            chunk = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
+        if written + len(chunk) > max_bytes:
+            yield (f"[agent-eval-sandbox: diff truncated at {max_bytes // (1024 * 1024)} MiB; "
+                   f"{len(names) - index} more changed file(s) not shown]\n")
+            return
+        written += len(chunk)
+        yield chunk
+
+
+def unified_diff(before: Path, after: Path, changes: WorkspaceChanges, max_bytes: int = MAX_DIFF_BYTES) -> str:
+    return "".join(diff_chunks(before, after, changes, max_bytes))

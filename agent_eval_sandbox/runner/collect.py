@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 from agent_eval_sandbox.config.models import EvalConfig
-from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, unified_diff
+from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, diff_chunks
 
 
 def _copy_file(src: Path, dest: Path) -> None:
@@ -53,7 +53,10 @@ def collect_changes(before: Path, after: Path, case_dir: Path) -> WorkspaceChang
     changes = compare(before, after)
     for rel in changes.changed:
         _copy_file(after / rel, case_dir / "_modified" / rel)
-    (case_dir / "workspace.diff").write_text(unified_diff(before, after, changes), encoding="utf-8")
+    # surrogateescape: a name that is not UTF-8 goes back to its own bytes, as git would show it.
+    with open(case_dir / "workspace.diff", "w", encoding="utf-8", errors="surrogateescape") as diff:
+        for chunk in diff_chunks(before, after, changes):
+            diff.write(chunk)
     return changes
 
 

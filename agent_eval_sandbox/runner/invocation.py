@@ -7,10 +7,12 @@ scheduler's run scope removes whatever a signal interrupted mid-way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,7 +50,7 @@ from agent_eval_sandbox.runner.collect import (
 from agent_eval_sandbox.runner.events import StreamReader, StreamSummary, background_tasks_killed, stream_objects
 from agent_eval_sandbox.runner.integrity import StreamVerifier, verified
 from agent_eval_sandbox.runner.plan import Invocation
-from agent_eval_sandbox.runner.rundir import RunDir, write_json, write_yaml
+from agent_eval_sandbox.runner.rundir import TEXT_ERRORS, RunDir, write_json, write_yaml
 from agent_eval_sandbox.runner.workspace import (
     DeniedPredicate,
     StagedResource,
@@ -440,17 +442,26 @@ def execute_invocation(ctx: RunContext, invocation: Invocation, status: CaseStat
             error = exc.render()
         except (SandboxError, UserError) as exc:
             error = exc.render() if isinstance(exc, UserError) else str(exc)
+        except Exception as exc:  # whatever this case ran into (a limit it pushed the host to, a bug) is its own
+            error = _internal_error("running the case", exc, run.out_dir)
         finally:
             run.after_each()
     finally:
-        run.close()
+        try:
+            run.close()
+        except Exception as exc:  # the run's final teardown removes what is left
+            error = error or _internal_error("tearing the case down", exc, run.out_dir)
     channel = run.channel
-    entry = _collect(ctx, invocation, run.out_dir, run.before, run.after, run.projects, result, error,
-                     refused=channel.refused if channel else 0,
-                     gateway_cost=channel.spent_usd if channel else 0.0,
-                     gateway_requests=channel.requests if channel else 0,
-                     ledger=channel.ledger.snapshot() if channel else None,
-                     started_wall=started_wall, duration=status.elapsed, hook_failed=hook_failed)
+    try:
+        entry = _collect(ctx, invocation, run.out_dir, run.before, run.after, run.projects, result, error,
+                         refused=channel.refused if channel else 0,
+                         gateway_cost=channel.spent_usd if channel else 0.0,
+                         gateway_requests=channel.requests if channel else 0,
+                         ledger=channel.ledger.snapshot() if channel else None,
+                         started_wall=started_wall, duration=status.elapsed, hook_failed=hook_failed)
+    except Exception as exc:
+        entry = _uncollected_entry(ctx, invocation, run.out_dir, started_wall, status.elapsed, channel,
+                                   _internal_error("collecting the case's results", exc, run.out_dir))
     status.final_cost = entry["cost_usd"] or 0.0
     status.finished = time.monotonic()
     reason = entry["end_reason"]
@@ -520,7 +531,7 @@ def _collect(
     if error:
         notes.append(f"ERROR: {error}")
     if notes and stderr_log.parent.exists():
-        with open(stderr_log, "a", encoding="utf-8") as handle:
+        with open(stderr_log, "a", encoding="utf-8", errors=TEXT_ERRORS) as handle:
             handle.write("".join(f"\n{note}" for note in notes) + "\n")
     cost = max(gateway_cost, summary.cost_usd or 0.0)
     entry: dict[str, Any] = {
@@ -550,6 +561,51 @@ def _collect(
     }
     if not config.is_batch:
         write_json(out_dir / "run_result.json", entry)
+    return entry
+
+
+def _internal_error(action: str, exc: Exception, out_dir: Path) -> str:
+    """One line for the results; the traceback goes to the case's stderr.log."""
+    message = f"{action} failed: {type(exc).__name__}: {exc}"
+    with contextlib.suppress(OSError):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with open(out_dir / "stderr.log", "a", encoding="utf-8", errors=TEXT_ERRORS) as handle:
+            handle.write(f"\nERROR: {message}\n" + "".join(traceback.format_exception(exc)))
+    return message
+
+
+def _uncollected_entry(ctx: RunContext, invocation: Invocation, out_dir: Path, started_wall: float,
+                       duration: float, channel: Channel | None, error: str) -> dict[str, Any]:
+    """The case's entry when its results could not be collected: an error, never a crashed run."""
+    spent = round(channel.spent_usd, 6) if channel else 0.0
+    entry: dict[str, Any] = {
+        "case_id": invocation.id,
+        "cases": [c.id for c in invocation.cases],
+        "exit_code": None,
+        "end_reason": "error",
+        "signal": None,
+        "duration_s": round(duration, 3),
+        "agent_duration_s": None,
+        "started_at": started_wall,
+        "token_usage": {},
+        "cost_usd": spent,
+        "cli_cost_usd": None,
+        "gateway": {"requests": channel.requests if channel else 0, "refused": channel.refused if channel else 0,
+                    "spent_usd": spent},
+        "num_turns": None,
+        "permission_denials": [],
+        "limits_hit": [],
+        "oom_kills": None,
+        "session_id": None,
+        "model": ctx.settings.model,
+        "result": None,
+        "changes": {"added": [], "modified": [], "deleted": []},
+        "integrity": {"checked": False, "dropped": 0, "unverified": 0, "findings": []},
+        "error": error,
+    }
+    if not ctx.config.is_batch:
+        with contextlib.suppress(OSError):
+            write_json(out_dir / "run_result.json", entry)
     return entry
 
 

@@ -67,10 +67,17 @@ class RunDir:
         return self.root / "hooks"
 
 
+# File names from a sandbox need not be UTF-8: Python carries their bytes as lone
+# surrogates. Written with backslashreplace they become `\udcff` escapes — in
+# JSON exactly the escape that reads back as the same string — never a crash.
+TEXT_ERRORS = "backslashreplace"
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write atomically: a reader never sees half a file, even after Ctrl-C."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8",
+                                     errors=TEXT_ERRORS) as tmp:
         json.dump(data, tmp, indent=2, ensure_ascii=False, default=str)
         tmp.write("\n")
     os.replace(tmp.name, path)
@@ -78,6 +85,7 @@ def write_json(path: Path, data: Any) -> None:
 
 def write_yaml(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8",
+                                     errors=TEXT_ERRORS) as tmp:
         yaml.safe_dump(data, tmp, sort_keys=False, allow_unicode=True)
     os.replace(tmp.name, path)

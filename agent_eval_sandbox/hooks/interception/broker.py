@@ -151,7 +151,8 @@ class DecisionLog:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._handle: TextIO | None = open(path, "a", encoding="utf-8")
+        # Lone surrogates (from "\udcff" escapes in an event) are written back as escapes.
+        self._handle: TextIO | None = open(path, "a", encoding="utf-8", errors="backslashreplace")
         self._lock = threading.Lock()
 
     def write(self, record: Mapping[str, Any]) -> None:

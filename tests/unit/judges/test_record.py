@@ -201,3 +201,27 @@ def test_oversized_text_is_truncated_with_a_note() -> None:
     files = CaseFiles(case_id="c", case_dir=Path("/r/cases/c"), artifacts=(FileBytes("artifacts/big.md", b"abc", truncated=True),))
     record = build_record(files, [OutputConfig(path="artifacts")], TracesConfig())
     assert record["files"]["artifacts/big.md"].startswith("abc\n[truncated: the file is larger than")
+
+
+def test_a_flood_of_big_files_stays_within_the_record_caps(tmp_path: Path) -> None:
+    """240 MiB of text under artifacts/ once took the controller to ~2.5 GiB: the record now holds
+    at most 4 MiB of a file and 16 MiB of file contents in all, and says what it left out."""
+    from agent_eval_sandbox.judges.finished_run import MAX_RECORD_FILE_BYTES, MAX_RECORD_FILES_BYTES
+
+    big = "y" * (6 * 1024 * 1024)
+    files = {f"artifacts/part-{i:02d}.txt": big for i in range(5)}
+    record = _record(tmp_path, {**files, "_modified/artifacts/part-00.txt": big})
+    texts = [v for v in record["files"].values() if isinstance(v, str)]
+    loaded = sum(len(t) for t in texts if not t.startswith("[not loaded"))
+    assert loaded <= MAX_RECORD_FILES_BYTES + 10 * 200
+    first = record["files"]["artifacts/part-00.txt"]
+    assert len(first) < MAX_RECORD_FILE_BYTES + 200 and "[truncated: the file is larger than 4 MiB]" in first
+    assert record["files"]["artifacts/part-04.txt"].startswith("[not loaded: the record already holds 16 MiB")
+    assert "artifacts/part-04.txt" in record["files_truncated"] and "_modified/artifacts/part-00.txt" in record["files_truncated"]
+
+
+def test_a_text_file_cut_inside_a_character_is_still_text() -> None:
+    files = CaseFiles(case_id="c", case_dir=Path("/r/cases/c"),
+                      artifacts=(FileBytes("artifacts/u.md", "héllo".encode()[:2], truncated=True),))
+    record = build_record(files, [OutputConfig(path="artifacts")], TracesConfig())
+    assert record["files"]["artifacts/u.md"].startswith("h\n[truncated")

@@ -40,3 +40,33 @@ def test_symlinks_in_after_are_not_followed(tmp_path):
     (tmp_path / "secret").write_text("s")
     (after / "link").symlink_to(tmp_path / "secret")
     assert compare(before, after).added == []
+
+
+def test_the_diff_is_capped_and_names_what_it_left_out(tmp_path):
+    before, after = tmp_path / "a", tmp_path / "b"
+    before.mkdir()
+    after.mkdir()
+    for i in range(5):
+        (after / f"f{i}.txt").write_text("x\n" * 100)
+    changes = compare(before, after)
+    diff = unified_diff(before, after, changes, max_bytes=700)
+    assert len(diff) < 700 + 200
+    assert "diff truncated" in diff and "more changed file(s) not shown" in diff
+    assert "+++ b/f0.txt" in diff and "f4.txt" not in diff
+
+
+def test_names_that_are_not_utf8_are_carried_through(tmp_path):
+    import os
+
+    from agent_eval_sandbox.runner.collect import collect_changes
+
+    before, after, case = tmp_path / "a", tmp_path / "b", tmp_path / "case"
+    before.mkdir()
+    after.mkdir()
+    case.mkdir()
+    name = os.fsdecode(b"notes-\xff.txt")
+    (after / name).write_text("hi\n")
+    changes = collect_changes(before, after, case)
+    assert changes.added == [name]
+    assert b"notes-\xff.txt" in (case / "workspace.diff").read_bytes()
+    assert (case / "_modified" / name).read_text() == "hi\n"
