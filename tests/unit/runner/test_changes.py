@@ -40,3 +40,16 @@ def test_symlinks_in_after_are_not_followed(tmp_path):
     (tmp_path / "secret").write_text("s")
     (after / "link").symlink_to(tmp_path / "secret")
     assert compare(before, after).added == []
+
+
+def test_git_metadata_is_no_change(tmp_path):
+    """A repo-mode workspace starts with a host-made .git that is never collected back."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    (before / ".git" / "objects").mkdir(parents=True)
+    (before / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (before / "a.txt").write_text("a\n")
+    (after / "sub").mkdir(parents=True)
+    (after / "a.txt").write_text("a\n")
+    (after / "sub" / ".git").write_text("gitdir: ../x\n")
+    changes = compare(before, after)
+    assert changes.as_dict() == {"added": [], "modified": [], "deleted": []}
