@@ -23,6 +23,7 @@ from typing import Any
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
 from agent_eval_sandbox.config.models import EvalConfig, JudgeConfig
 from agent_eval_sandbox.errors import RunDirError
+from agent_eval_sandbox.host_env import untrusted_free_env
 from agent_eval_sandbox.judges.aggregate import reduce_samples
 from agent_eval_sandbox.judges.condition import ConditionError, evaluate_condition
 from agent_eval_sandbox.judges.finished_run import FinishedRun, open_finished_run
@@ -223,7 +224,9 @@ def score_run(
             for name, sample in off_scale:
                 say(f"  WARNING: {case_id}: judge '{name}' {sample.error}")
 
-    with WorkerPool(loaded.root) as pool:
+    # Judge code runs from the project root (cwd and sys.path), over the run's files as data:
+    # nothing of the run directory may be where the worker looks for code.
+    with WorkerPool(loaded.root, env=untrusted_free_env(os.environ, [run.root])) as pool:
         services = _Services(pool=pool, models=ModelJudge(retry, endpoint=endpoint), timeout_s=judge_timeout_s)
         executor = ThreadPoolExecutor(max_workers=max(1, parallelism))
         try:

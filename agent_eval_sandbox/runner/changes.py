@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_eval_sandbox.git_names import is_git_dir_name
+
 # Harness scaffolding, never reported as the agent's edits (as in the reference).
 SCAFFOLDING_PREFIXES = (".claude/", ".staged-plugins/", "subagents/", "hooks/", ".work/")
 MAX_DIFF_FILE_BYTES = 1024 * 1024
@@ -27,8 +29,10 @@ def _files(root: Path) -> dict[str, Path]:
     if not root.is_dir():
         return found
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
+        # git metadata is never collected (the copy-out leaves it out), so it is no change either:
+        # a repo-mode workspace starts with a .git the host made.
+        dirnames[:] = sorted(d for d in dirnames if not is_git_dir_name(d))
+        for name in sorted(n for n in filenames if not is_git_dir_name(n)):
             path = Path(dirpath) / name
             if path.is_symlink() or not path.is_file():
                 continue

@@ -335,7 +335,7 @@ class _InvocationRun:
         phase = self.ctx.hooks.run(
             Phase.BEFORE_EACH,
             self.ctx.config.hooks.before_each,
-            case=CaseInfo(case.id, self.before, case.dir, case.input_file),
+            case=CaseInfo(case.id, self.before, case.dir, case.input_file, run_dir=self.out_dir),
             sandbox=self.get_sandbox,
         )
         # A host hook after a container hook changed the staged copy: send it in again.
@@ -376,7 +376,8 @@ class _InvocationRun:
         self.copied_out = True
 
     def after_each(self) -> None:
-        """Always runs; never raises. Host hooks see the workspace as the agent left it."""
+        """Always runs; never raises. Host hooks get the workspace as the agent left it, as data:
+        they run in the project root (`host_cwd`)."""
         if not self.per_case_hooks or not self.ctx.config.hooks.after_each:
             return
         case = self.invocation.cases[0]
@@ -389,7 +390,7 @@ class _InvocationRun:
         self.ctx.hooks.run_safe(
             Phase.AFTER_EACH,
             self.ctx.config.hooks.after_each,
-            case=CaseInfo(case.id, workspace, case.dir, case.input_file),
+            case=CaseInfo(case.id, workspace, case.dir, case.input_file, run_dir=self.out_dir),
             sandbox=self.sandbox,
         )
 

@@ -31,6 +31,7 @@ from agent_eval_sandbox.hooks.interception import (
 )
 from agent_eval_sandbox.hooks.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.hooks.outputs import write_run_hook_outputs
+from agent_eval_sandbox.host_env import clean_search_path
 from agent_eval_sandbox.judges.llm import JudgeEndpoint
 from agent_eval_sandbox.judges.scoring import (
     DEFAULT_PARALLELISM as DEFAULT_JUDGE_PARALLELISM,
@@ -38,18 +39,18 @@ from agent_eval_sandbox.judges.scoring import (
 from agent_eval_sandbox.judges.scoring import score_run
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
 from agent_eval_sandbox.runner import agent_command as ac
+from agent_eval_sandbox.runner.answer_key import JUDGE_SCRIPT_NAME, answer_key, left_out_line
 from agent_eval_sandbox.runner.display import ProgressDisplay
 from agent_eval_sandbox.runner.invocation import (
-    HOOK_SCRIPT_NAME,
     CaseStatus,
     RunContext,
     execute_invocation,
     offline_script_path,
 )
 from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.runner.repo_history import commit_snapshot
 from agent_eval_sandbox.runner.rundir import RunDir, write_json
 from agent_eval_sandbox.runner.workspace import (
-    answer_key_paths,
     stage_project_resources,
     stage_repo_workspace,
 )
@@ -60,7 +61,6 @@ from agent_eval_sandbox.sandbox.registry import get_backend
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 OFFLINE_CREDENTIAL = "agent-eval-sandbox-offline"
-JUDGE_SCRIPT_NAME = "judge_script.yaml"
 
 
 @dataclass
@@ -203,17 +203,20 @@ def execute_run(request: RunRequest, *, console: Console, err_console: Console, 
         resources = []
         repo_copy = None
         is_denied = deny_filter(config)
+        key = answer_key(request.loaded, runs_base=request.runs_base, handlers=handlers)
         if config.is_repo_mode:
             repo_copy = staging / "repo"
-            # The offline judge and hook model scripts hold verdicts and answers: answer key too.
-            exclude = answer_key_paths(config, request.project_root, request.loaded.path,
-                                       request.loaded.dataset_dir, request.runs_base,
-                                       extra=[request.loaded.root / JUDGE_SCRIPT_NAME,
-                                              request.loaded.root / HOOK_SCRIPT_NAME])
-            stage_repo_workspace(request.project_root, repo_copy, exclude=exclude, is_denied=is_denied)
+            report = stage_repo_workspace(request.project_root, repo_copy, exclude=key, is_denied=is_denied)
+            note = commit_snapshot(repo_copy, path_var=clean_search_path(environ.get("PATH", ""), []) or os.defpath)
+            if note:
+                warn(note)
         else:
-            resources = stage_project_resources(config, request.project_root, staging / "project",
-                                                is_denied=is_denied)
+            staged = stage_project_resources(config, request.project_root, staging / "project",
+                                             is_denied=is_denied, exclude=key)
+            resources, report = staged.resources, staged.report
+        left_out = left_out_line(key, report.excluded, request.project_root)
+        if left_out:
+            warn(left_out)
         with hooks.around_run(config.hooks) as before_all:
             ctx = RunContext(
                 loaded=request.loaded,

@@ -5,6 +5,9 @@ Everything is copied, never linked, and symlinks are never followed out of
 their source: a link inside a dataset or plugin must not smuggle a host file
 (or the answer key) into the sandbox. Paths a deny rule names are left out
 entirely: the OS-level half of `permissions.deny` / `sandbox.filesystem.denyRead`.
+So is the answer key (`answer_key.AnswerKey`), wherever it sits among the
+resources or in a repo-mode copy of the project; and a project's `.git` never
+goes in (a repo-mode copy gets a fresh history instead, see `repo_history`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 
@@ -36,11 +40,24 @@ def _never_denied(_: str) -> bool:
     return False
 
 
+class Exclusion(Protocol):
+    """What never enters a sandbox, by absolute source path (the answer key)."""
+
+    def covers(self, path: Path, st: os.stat_result | None = None) -> bool: ...
+
+
 @dataclass
 class CopyReport:
     files: int = 0
     bytes: int = 0
     skipped: list[str] = field(default_factory=list)
+    excluded: list[Path] = field(default_factory=list)  # absolute source paths the Exclusion left out
+
+    def add(self, other: CopyReport) -> None:
+        self.files += other.files
+        self.bytes += other.bytes
+        self.skipped += other.skipped
+        self.excluded += other.excluded
 
 
 def copy_tree(
@@ -50,35 +67,51 @@ def copy_tree(
     rel_prefix: str = "",
     is_denied: DeniedPredicate = _never_denied,
     skip_names: Iterable[str] = (),
+    exclude: Exclusion | None = None,
 ) -> CopyReport:
-    """Copy regular files and directories; skip links, devices and denied paths.
+    """Copy regular files and directories; skip links, devices, denied and excluded paths.
 
     `rel_prefix` is the workspace-relative path of `src`, so deny rules are
-    matched against the path the agent would see. A destination inside the
-    source is never copied into itself.
+    matched against the path the agent would see; `exclude` is asked about
+    each entry's absolute source path, as written and with links resolved. A
+    destination inside the source is never copied into itself.
     """
     report = CopyReport()
     skip = set(skip_names)
     dest_root = dest.resolve()
+    src_written, src_real = Path(os.path.abspath(src)), Path(os.path.realpath(src))
+
+    def excluded(rel_to_src: str, st: os.stat_result | None) -> bool:
+        if exclude is None:
+            return False
+        written, real = (src_written / rel_to_src, src_real / rel_to_src) if rel_to_src else (src_written, src_real)
+        if exclude.covers(written, st) or exclude.covers(real, st):
+            report.excluded.append(written)
+            return True
+        return False
 
     def copy_file(source: str, target: Path) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
         report.files += 1
         report.bytes += target.stat().st_size
 
-    def walk(directory: Path, target: Path, prefix: str) -> None:
+    def walk(directory: Path, target: Path, prefix: str, from_src: str) -> None:
         target.mkdir(parents=True, exist_ok=True)
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             rel = f"{prefix}/{entry.name}" if prefix else entry.name
+            rel_to_src = f"{from_src}/{entry.name}" if from_src else entry.name
             if entry.name in skip or Path(entry.path).resolve() == dest_root:
                 continue
-            mode = entry.stat(follow_symlinks=False).st_mode
+            st = entry.stat(follow_symlinks=False)
+            mode = st.st_mode
             if is_denied(rel) or (stat.S_ISDIR(mode) and is_denied(rel + "/")):
                 report.skipped.append(f"{rel}: denied")
             elif stat.S_ISLNK(mode):
                 report.skipped.append(f"{rel}: symlink")
+            elif excluded(rel_to_src, st):
+                report.skipped.append(f"{rel}: answer key")
             elif stat.S_ISDIR(mode):
-                walk(Path(entry.path), target / entry.name, rel)
+                walk(Path(entry.path), target / entry.name, rel, rel_to_src)
             elif stat.S_ISREG(mode):
                 copy_file(entry.path, target / entry.name)
             else:
@@ -86,6 +119,8 @@ def copy_tree(
 
     if src.is_symlink():
         report.skipped.append(f"{rel_prefix or src.name}: symlink")
+    elif exclude is not None and excluded("", src.stat(follow_symlinks=False)):
+        report.skipped.append(f"{rel_prefix or src.name}: answer key")
     elif src.is_file():
         if is_denied(rel_prefix):
             report.skipped.append(f"{rel_prefix}: denied")
@@ -93,7 +128,7 @@ def copy_tree(
             dest.parent.mkdir(parents=True, exist_ok=True)
             copy_file(str(src), dest)
     else:
-        walk(src, dest, rel_prefix)
+        walk(src, dest, rel_prefix, "")
     return report
 
 
@@ -128,10 +163,7 @@ def stage_case_workspace(
         if source.is_symlink() or not _inside(source, case.dir):
             report.skipped.append(f"{entry}: symlink or outside the case directory")
             continue
-        sub = copy_tree(source, dest / entry, rel_prefix=entry, is_denied=is_denied)
-        report.files += sub.files
-        report.bytes += sub.bytes
-        report.skipped += sub.skipped
+        report.add(copy_tree(source, dest / entry, rel_prefix=entry, is_denied=is_denied))
     create_output_dirs(config, dest)
     return report
 
@@ -152,35 +184,15 @@ def create_output_dirs(config: EvalConfig, dest: Path) -> None:
         (target.parent if target.suffix else target).mkdir(parents=True, exist_ok=True)
 
 
-def answer_key_paths(config: EvalConfig, project_root: Path, config_path: Path, dataset_dir: Path,
-                     runs_dir: Path, extra: Iterable[Path] = ()) -> list[Path]:
-    """Files the agent must never see, even in a repo-mode copy of the project."""
-    paths = [config_path, dataset_dir, runs_dir, project_root / "tool_handlers.yaml", *extra]
-    for judge in config.judges:
-        for name in (judge.prompt_file, *judge.context):
-            if name:
-                paths.append(project_root / name)
-        if judge.module:
-            module_path = project_root / Path(*judge.module.split("."))
-            paths.extend([module_path.with_suffix(".py"), module_path])
-    return paths
-
-
 def stage_repo_workspace(
     project_root: Path,
     dest: Path,
     *,
-    exclude: Iterable[Path],
+    exclude: Exclusion,
     is_denied: DeniedPredicate = _never_denied,
 ) -> CopyReport:
-    """A copy of the project for `runner.workspace_mode: repo`, minus the answer key."""
-    excluded = {p.resolve() for p in exclude}
-
-    def denied(rel: str) -> bool:
-        absolute = (project_root / rel.rstrip("/")).resolve()
-        return absolute in excluded or is_denied(rel)
-
-    return copy_tree(project_root, dest, is_denied=denied, skip_names=ALWAYS_SKIPPED - {".git"})
+    """A copy of the project for `runner.workspace_mode: repo`, minus the answer key and `.git`."""
+    return copy_tree(project_root, dest, is_denied=is_denied, skip_names=ALWAYS_SKIPPED, exclude=exclude)
 
 
 @dataclass(frozen=True)
@@ -189,30 +201,56 @@ class StagedResource:
     container_path: str
 
 
+@dataclass
+class StagedResources:
+    resources: list[StagedResource]
+    report: CopyReport  # report.excluded: what the answer key took out of them
+
+
+def plugin_dir_path(project_root: Path, configured: str) -> Path:
+    """A `runner.plugin_dirs` entry: absolute, or relative to the project root."""
+    return Path(configured) if Path(configured).is_absolute() else (project_root / configured).resolve()
+
+
+def resource_roots(config: EvalConfig, project_root: Path) -> list[Path]:
+    """Every directory or file mounted into the sandbox from the project, whether it exists or not."""
+    return [
+        *(project_root / name for name in PROJECT_RESOURCES),
+        *(project_root / ".claude" / name for name in CLAUDE_RESOURCES),
+        *(plugin_dir_path(project_root, configured) for configured in config.runner.plugin_dirs),
+    ]
+
+
 def stage_project_resources(
     config: EvalConfig,
     project_root: Path,
     dest: Path,
     *,
     is_denied: DeniedPredicate = _never_denied,
-) -> list[StagedResource]:
+    exclude: Exclusion | None = None,
+) -> StagedResources:
     """Copies of the project's skills, agents, commands, CLAUDE.md, scripts and
     plugin dirs, to be bind-mounted read-only into every case's /workspace."""
     staged: list[StagedResource] = []
+    report = CopyReport()
     for name in PROJECT_RESOURCES:
         source = project_root / name
         if source.exists() and not source.is_symlink():
-            copy_tree(source, dest / name, rel_prefix=name, is_denied=is_denied, skip_names=ALWAYS_SKIPPED)
-            staged.append(StagedResource(dest / name, f"/workspace/{name}"))
+            report.add(copy_tree(source, dest / name, rel_prefix=name, is_denied=is_denied,
+                                 skip_names=ALWAYS_SKIPPED, exclude=exclude))
+            if (dest / name).exists():
+                staged.append(StagedResource(dest / name, f"/workspace/{name}"))
     for name in CLAUDE_RESOURCES:
         source = project_root / ".claude" / name
         rel = f".claude/{name}"
         if source.is_dir() and not source.is_symlink():
-            copy_tree(source, dest / ".claude" / name, rel_prefix=rel, is_denied=is_denied, skip_names=ALWAYS_SKIPPED)
-            staged.append(StagedResource(dest / ".claude" / name, f"/workspace/{rel}"))
+            report.add(copy_tree(source, dest / ".claude" / name, rel_prefix=rel, is_denied=is_denied,
+                                 skip_names=ALWAYS_SKIPPED, exclude=exclude))
+            if (dest / ".claude" / name).exists():
+                staged.append(StagedResource(dest / ".claude" / name, f"/workspace/{rel}"))
     seen: dict[str, Path] = {}
     for configured in config.runner.plugin_dirs:
-        plugin = (project_root / configured).resolve() if not Path(configured).is_absolute() else Path(configured)
+        plugin = plugin_dir_path(project_root, configured)
         if not plugin.is_dir():
             raise ConfigError(f"plugin directory {configured!r} not found ({plugin})", field="runner.plugin_dirs",
                               fix="correct the path (relative paths resolve against the eval.yaml directory)")
@@ -221,6 +259,7 @@ def stage_project_resources(
             raise ConfigError(f"two plugin directories share the name {plugin.name!r}: {previous} and {plugin}",
                               field="runner.plugin_dirs", fix="rename one of them")
         target = dest / ".staged-plugins" / plugin.name
-        copy_tree(plugin, target, skip_names=ALWAYS_SKIPPED)
-        staged.append(StagedResource(target, f"/workspace/.staged-plugins/{plugin.name}"))
-    return staged
+        report.add(copy_tree(plugin, target, skip_names=ALWAYS_SKIPPED, exclude=exclude))
+        if target.exists():
+            staged.append(StagedResource(target, f"/workspace/.staged-plugins/{plugin.name}"))
+    return StagedResources(staged, report)

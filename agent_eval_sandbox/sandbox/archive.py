@@ -5,7 +5,9 @@ absolute paths and `..` are refused, links are never followed, created or
 written through (a hardlink to a file extracted earlier from the same archive
 becomes a copy of it), device files and FIFOs are skipped, and every write is made
 relative to an already-opened parent directory with O_NOFOLLOW, so a symlink
-sitting in the destination cannot redirect it. `tar_from_dir` and
+sitting in the destination cannot redirect it. Nothing named `.git` (file or
+directory, at any depth) is extracted: a host `git` run over the copy would
+execute what its config names (see `git_names`). `tar_from_dir` and
 `tar_from_files` build what goes in, owned by the sandbox user.
 
 No Docker here: the backend feeds these functions the archive streams.
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
+from agent_eval_sandbox.git_names import is_git_dir_name
 
 _CHUNK = 1024 * 1024
 
@@ -32,7 +35,7 @@ _CHUNK = 1024 * 1024
 @dataclass(frozen=True)
 class SkippedEntry:
     path: str
-    kind: str  # "symlink" | "hardlink" | "device" | "fifo" | "socket" | "other" | "excluded"
+    kind: str  # "symlink" | "hardlink" | "device" | "fifo" | "socket" | "other" | "excluded" | "git"
     detail: str = ""
 
 
@@ -96,6 +99,7 @@ class _Extractor:
         self.bytes = 0
         self.members = 0
         self.skipped: list[SkippedEntry] = []
+        self.git_skipped: set[tuple[str, ...]] = set()
         self.written: set[tuple[str, ...]] = set()
         # Directory modes are applied last: a read-only directory must not stop
         # its own contents from being written.
@@ -141,6 +145,14 @@ class _Extractor:
     def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo, parts: tuple[str, ...], strip_top: str | None) -> None:
         shown = "/".join(parts)
         self._count(member.name)
+        git_at = next((i for i, part in enumerate(parts) if is_git_dir_name(part)), None)
+        if git_at is not None:
+            # Reported once per git dir, not once per object in it.
+            top = parts[: git_at + 1]
+            if top not in self.git_skipped:
+                self.git_skipped.add(top)
+                self.skipped.append(SkippedEntry("/".join(top), "git", "git metadata is never collected"))
+            return
         if member.isdir():
             os.close(self._open_dir(parts, member.name, create=True))
             self.dir_modes[parts] = (member.mode & 0o777) | 0o700

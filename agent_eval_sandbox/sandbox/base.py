@@ -205,6 +205,7 @@ class Sandbox(ABC):
 
         Works while running or frozen, never after `destroy`. A missing `src` is
         a report with `found=False`; an archive over a cap raises UnsafeArchiveError.
+        Nothing named `.git` is extracted (`agent_eval_sandbox.git_names`).
         """
 
     @abstractmethod

@@ -21,6 +21,7 @@ from agent_eval_sandbox.hooks.lifecycle.env import (
     CaseInfo,
     RunInfo,
     container_env,
+    host_cwd,
     host_env,
 )
 from agent_eval_sandbox.hooks.lifecycle.model import (
@@ -54,6 +55,7 @@ __all__ = [
     "RunInfo",
     "SandboxSource",
     "container_env",
+    "host_cwd",
     "host_env",
     "log_name",
     "print_to_stderr",

@@ -1,10 +1,13 @@
-"""What a hook is told about the run and its case: contexts and environments (pure)."""
+"""What a hook is told about the run and its case: contexts, environments, working directories (pure)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent_eval_sandbox.hooks.lifecycle.model import Phase
+from agent_eval_sandbox.host_env import untrusted_free_env
 
 RUN_VARS = (
     "AGENT_EVAL_WORKSPACE",
@@ -13,7 +16,7 @@ RUN_VARS = (
     "AGENT_EVAL_PROJECT_ROOT",
     "AGENT_EVAL_MODEL",
 )
-CASE_VARS = ("CASE_ID", "CASE_WORKSPACE", "CASE_SOURCE_DIR", "CASE_INPUT")
+CASE_VARS = ("CASE_ID", "CASE_WORKSPACE", "CASE_SOURCE_DIR", "CASE_INPUT", "CASE_RUN_DIR")
 
 
 @dataclass(frozen=True)
@@ -34,20 +37,43 @@ class RunInfo:
     def log_dir(self) -> Path:
         return self.run_dir / "hooks"
 
+    @property
+    def agent_output_dirs(self) -> tuple[Path, ...]:
+        """Where this run keeps what agents wrote: collected workspaces (under the
+        staging root) and the run directory. Host hooks never search them for code."""
+        return (self.workspace_root, self.run_dir)
+
 
 @dataclass(frozen=True)
 class CaseInfo:
     """One case, with its host-side paths."""
 
     id: str
-    workspace: Path  # the case workspace on the host: cwd of host-scope per-case hooks
+    workspace: Path  # the case workspace on the host (CASE_WORKSPACE); after the agent, its output
     source_dir: Path  # the case directory under dataset.path
     input_path: Path  # the case's input.yaml
+    run_dir: Path | None = None  # the case's folder of the run directory (CASE_RUN_DIR)
+
+
+def host_cwd(phase: Phase, run: RunInfo, case: CaseInfo | None) -> Path:
+    """Where a host-scope hook runs.
+
+    before_each runs in the case workspace, as in the reference: the host built
+    it from the dataset and the agent has not run yet, and `.hook-outputs.yaml`
+    is read there. after_each runs in the project root: the workspace is now
+    what the agent left, and a command run in it would find the agent's files
+    first (a `json/` package for `python3 -m json.tool`, a `.git` for `git
+    status`, `./scripts/x.sh`). The hook still gets the workspace as
+    CASE_WORKSPACE, to read as data. The run-wide phases run in the project root.
+    """
+    if case is not None and phase is Phase.BEFORE_EACH:
+        return case.workspace
+    return run.project_root
 
 
 def host_env(run: RunInfo, case: CaseInfo | None) -> dict[str, str]:
-    """The caller's environment plus the harness variables, host paths."""
-    env = dict(run.caller_env)
+    """The caller's environment, rid of agent paths (`agent_eval_sandbox.host_env`), plus the harness variables."""
+    env = untrusted_free_env(run.caller_env, run.agent_output_dirs)
     # A CASE_* inherited from whoever started us must not pass for this run's case.
     for name in CASE_VARS:
         env.pop(name, None)
@@ -64,6 +90,7 @@ def host_env(run: RunInfo, case: CaseInfo | None) -> dict[str, str]:
             CASE_WORKSPACE=str(case.workspace),
             CASE_SOURCE_DIR=str(case.source_dir),
             CASE_INPUT=str(case.input_path),
+            CASE_RUN_DIR=str(case.run_dir) if case.run_dir is not None else "",
         )
     return env
 
@@ -71,8 +98,8 @@ def host_env(run: RunInfo, case: CaseInfo | None) -> dict[str, str]:
 def container_env(run: RunInfo, case: CaseInfo, workspace: str) -> dict[str, str]:
     """The harness variables with the paths as seen inside the sandbox, and nothing else.
 
-    eval.yaml, the project and the case's source directory hold the answer
-    key and are never in the sandbox, so their variables are set but empty
+    eval.yaml, the project, the case's source directory and the run directory
+    are never in the sandbox, so their variables are set but empty
     (a script that tests them with `-n` sees "not available"). The caller's
     environment is left out: it holds the credentials.
     """
@@ -86,4 +113,5 @@ def container_env(run: RunInfo, case: CaseInfo, workspace: str) -> dict[str, str
         "CASE_WORKSPACE": workspace,
         "CASE_SOURCE_DIR": "",
         "CASE_INPUT": f"{workspace.rstrip('/')}/input.yaml",
+        "CASE_RUN_DIR": "",
     }

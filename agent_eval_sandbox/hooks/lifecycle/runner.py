@@ -27,6 +27,7 @@ from agent_eval_sandbox.hooks.lifecycle.env import (
     CaseInfo,
     RunInfo,
     container_env,
+    host_cwd,
     host_env,
 )
 from agent_eval_sandbox.hooks.lifecycle.host import DEFAULT_KILL_GRACE_S, HostExecutor
@@ -227,7 +228,8 @@ class HookRunner:
             box = sandbox if isinstance(sandbox, Sandbox) else sandbox()
             return SandboxExecutor(box, container_env(run, case, box.spec.workspace))
         if case is not None:
-            return HostExecutor(case.workspace, host_env(run, case), (case.workspace,), self.kill_grace_s)
+            cwd = host_cwd(phase, run, case)
+            return HostExecutor(cwd, host_env(run, case), (case.workspace,), self.kill_grace_s)
         outputs_dirs = _unique_dirs(run.workspace_root, run.project_root)
         return HostExecutor(run.project_root, host_env(run, None), outputs_dirs, self.kill_grace_s)
 

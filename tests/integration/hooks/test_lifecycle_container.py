@@ -311,7 +311,7 @@ def test_failing_container_before_each_still_runs_after_each(runner, case, sandb
         before_each=[container_hook("exit 4", description="prepare")],
         after_each=[
             container_hook("touch /workspace/cleaned-in-sandbox", description="clean sandbox"),
-            HookEntry(command="touch cleaned-on-host", description="clean host"),
+            HookEntry(command='touch "$CASE_WORKSPACE/cleaned-on-host"', description="clean host"),
         ],
     )
     agent_calls = []
@@ -327,7 +327,8 @@ def test_failing_container_before_each_still_runs_after_each(runner, case, sandb
 def test_after_each_in_a_gone_sandbox_fails_without_raising(runner, case, sandbox):
     sandbox.destroy()
     result = runner.run_safe(
-        Phase.AFTER_EACH, [container_hook("true"), HookEntry(command="touch host-ran")], case=case, sandbox=sandbox
+        Phase.AFTER_EACH, [container_hook("true"), HookEntry(command='touch "$CASE_WORKSPACE/host-ran"')], case=case,
+        sandbox=sandbox,
     )
     first, second = result.results
     assert first.status is HookStatus.FAIL and first.reason.startswith("SandboxError: ")

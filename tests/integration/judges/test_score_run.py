@@ -135,3 +135,47 @@ def test_an_unknown_builtin_is_a_config_error_before_any_judging(tmp_path: Path)
     with pytest.raises(ConfigError, match="unknown builtin judge 'cost_budgt'. Available: efficiency/cost_budget"):
         score_run(run_dir)
     assert not (run_dir / "summary.yaml").exists()
+
+
+WHERE_JUDGE = """
+import json, os, sys
+
+def where(outputs):
+    return True, json.dumps({"cwd": os.getcwd(), "path": sys.path, "json": json.__file__})
+"""
+PLANTED_JSON = "import os\nopen(os.environ['AGENT_CODE_MARKER'], 'w').close()\n"
+
+
+def test_judge_code_runs_from_the_project_never_from_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module judge imports from the project; the agent's files in the run are data, wherever
+    `score` is started from and whatever the caller's PYTHONPATH says about the run."""
+    project_eval = make_project(tmp_path, """
+        name: where
+        dataset: {path: dataset}
+        outputs: [{path: artifacts}]
+        judges:
+          - name: where
+            module: judging.where
+            function: where
+    """, {"c1": {}}, extra={"judging/__init__.py": "", "judging/where.py": WHERE_JUDGE})
+    project = project_eval.parent
+    planted = {"json/__init__.py": PLANTED_JSON, "judging/__init__.py": "", "judging/where.py": PLANTED_JSON,
+               "artifacts/json/__init__.py": PLANTED_JSON, "_modified/json/__init__.py": PLANTED_JSON}
+    # the run directory inside the project, as with the default runs dir
+    run = make_run(project, project_eval, {"c1": {"run_result.json": case_result(), **planted}})
+    case_dir = run / "cases" / "c1"
+    marker = tmp_path / "AGENT-CODE-RAN"
+    monkeypatch.setenv("AGENT_CODE_MARKER", str(marker))
+    monkeypatch.setenv("PYTHONPATH", f":{case_dir}:{case_dir}/artifacts:artifacts")
+    monkeypatch.chdir(case_dir)
+    result = score_run(run)
+    verdict = result.summary.per_case["c1"]["where"]
+    assert verdict.value is True, verdict
+    seen = json.loads(verdict.rationale)
+    assert seen["cwd"] == str(project)
+    # (relative entries would resolve against the cwd, the project; the editable install adds a path hook name)
+    inside = [p for p in seen["path"]
+              if p in ("", ".") or (Path(p).is_absolute() and Path(p).resolve().is_relative_to(run))]
+    assert inside == [], seen["path"]
+    assert not Path(seen["json"]).resolve().is_relative_to(run)
+    assert not marker.exists()

@@ -4,6 +4,7 @@ failure rules, outputs, and the finally structure the run orchestration relies o
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -179,6 +180,68 @@ def test_per_case_host_hooks_get_case_vars_in_the_case_workspace(runner, ctx, ca
     assert env["CASE_INPUT"] == str(case.workspace / "input.yaml")
     assert env["AGENT_EVAL_RUN_ID"] == ctx.run_id
     assert env["CALLER_VAR"] == "from-caller"
+
+
+def test_after_each_host_hooks_run_in_the_project_root_with_the_workspace_as_data(runner, ctx, case):
+    """After the agent, the workspace is its output: a hook must not run in it."""
+    (case.workspace / "json").mkdir()
+    (case.workspace / "json" / "__init__.py").write_text("open('AGENT-CODE-RAN', 'w')\n")
+    (case.workspace / "artifacts").mkdir()
+    (case.workspace / "artifacts" / "result.json").write_text('{"ok": true}\n')
+    with_run_dir = CaseInfo(id=case.id, workspace=case.workspace, source_dir=case.source_dir,
+                            input_path=case.input_path, run_dir=ctx.run_dir / "cases" / case.id)
+    result = runner.run_safe(Phase.AFTER_EACH, [
+        hook("echo PWD=$(pwd); env"),
+        hook('python3 -m json.tool "$CASE_WORKSPACE/artifacts/result.json"'),
+    ], case=with_run_dir)
+    env = env_of(result.results[0].log_path)
+    assert env["PWD"] == str(ctx.project_root)
+    assert env["CASE_WORKSPACE"] == str(case.workspace)
+    assert env["CASE_RUN_DIR"] == str(ctx.run_dir / "cases" / case.id)
+    assert result.results[1].status is HookStatus.OK
+    assert '"ok": true' in result.results[1].log_path.read_text()
+    assert not list(ctx.project_root.rglob("AGENT-CODE-RAN")) and not list(case.workspace.rglob("AGENT-CODE-RAN"))
+
+
+def test_host_hooks_get_no_search_path_into_agent_output(tmp_path, ctx, case):
+    """Empty, relative and agent-output entries leave PATH and PYTHONPATH; loaders pointing there go."""
+    collected = ctx.workspace_root / "0001" / "after"
+    caller = {
+        **os.environ,
+        "PATH": f"::bin:{collected}/bin:{ctx.run_dir}/cases/c/bin:{os.environ['PATH']}",
+        "PYTHONPATH": f"lib:{collected}:/opt/own-lib",
+        "BASH_ENV": f"{collected}/env.sh",
+        "PYTHONSTARTUP": "/home/me/.pythonrc",
+    }
+    runner = HookRunner(RunInfo(**{**ctx.__dict__, "caller_env": caller}), report=lambda _r: None)
+    for phase in (Phase.BEFORE_ALL, Phase.AFTER_ALL):
+        env = env_of(runner.run_safe(phase, [hook("env")]).results[0].log_path)
+        assert env["PATH"] == os.environ["PATH"]
+        assert env["PYTHONPATH"] == "/opt/own-lib"
+        assert "BASH_ENV" not in env
+        assert env["PYTHONSTARTUP"] == "/home/me/.pythonrc"  # the caller's own, left alone
+    for phase in (Phase.BEFORE_EACH, Phase.AFTER_EACH):
+        env = env_of(runner.run_safe(phase, [hook("env")], case=case).results[0].log_path)
+        assert env["PATH"] == os.environ["PATH"] and env["PYTHONPATH"] == "/opt/own-lib"
+
+
+def test_host_git_refuses_a_directory_that_only_looks_like_a_repository(runner, case, tmp_path):
+    """Collected workspaces hold no .git; a bare-repository shape is the other way in."""
+    bare = case.workspace / "bare"
+    fake_home = tmp_path / "home"
+    fake_home.mkdir()
+    git_env = {"PATH": os.environ["PATH"], "HOME": str(fake_home), "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True, env=git_env)
+    for key, value in (("core.bare", "false"), ("core.worktree", "."),
+                       ("core.fsmonitor", f"touch {tmp_path}/FSMONITOR-RAN; false")):
+        subprocess.run(["git", "-C", str(bare), "config", key, value], check=True, env=git_env)
+    # the control: plain git does run the planted command
+    subprocess.run(["git", "-C", str(bare), "status"], env=git_env, capture_output=True)
+    assert (tmp_path / "FSMONITOR-RAN").exists()
+    (tmp_path / "FSMONITOR-RAN").unlink()
+    result = runner.run_safe(Phase.AFTER_EACH, [hook('git -C "$CASE_WORKSPACE/bare" status')], case=case)
+    assert "cannot use bare repository" in result.results[0].log_path.read_text()
+    assert not (tmp_path / "FSMONITOR-RAN").exists()
 
 
 def test_condition_sees_the_same_environment(runner, case):
@@ -365,7 +428,7 @@ def test_case_outputs_override_global_ones(runner, case):
 
 @pytest.mark.parametrize("phase", [Phase.AFTER_EACH])
 def test_outputs_of_other_phases_are_not_collected(runner, case, phase):
-    result = runner.run(phase, [hook(write_outputs(".", "env: {A: b}\n"))], case=case)
+    result = runner.run(phase, [hook(write_outputs('"$CASE_WORKSPACE"', "env: {A: b}\n"))], case=case)
     assert result.outputs == HookOutputs()
     assert (case.workspace / ".hook-outputs.yaml").exists()
 
@@ -462,7 +525,7 @@ def run_one_case(runner: HookRunner, config: HooksConfig, case: CaseInfo, agent)
 def test_failing_before_each_still_runs_after_each_and_its_error_surfaces(runner, case, reported):
     config = HooksConfig(
         before_each=[hook("exit 9", description="mint token")],
-        after_each=[hook("touch cleaned", description="cleanup")],
+        after_each=[hook('touch "$CASE_WORKSPACE/cleaned"', description="cleanup")],
     )
     agent_calls = []
     with pytest.raises(HookFailed, match="mint token"):
@@ -481,7 +544,7 @@ def test_agent_error_is_not_masked_by_failing_after_each(runner, case):
         after_each=[
             hook("exit 1", on_failure="fail"),
             hook("sleep 300", timeout=1),
-            hook("touch cleaned"),
+            hook('touch "$CASE_WORKSPACE/cleaned"'),
         ],
     )
     seen = []
@@ -497,7 +560,7 @@ def test_agent_error_is_not_masked_by_failing_after_each(runner, case):
 
 
 def test_successful_case_runs_after_each_once(runner, case):
-    config = HooksConfig(after_each=[hook("echo x >> cleaned")])
+    config = HooksConfig(after_each=[hook('echo x >> "$CASE_WORKSPACE/cleaned"')])
     assert run_one_case(runner, config, case, lambda env: "done") == "done"
     assert (case.workspace / "cleaned").read_text() == "x\n"
 

@@ -70,3 +70,16 @@ def test_names_that_are_not_utf8_are_carried_through(tmp_path):
     assert changes.added == [name]
     assert b"notes-\xff.txt" in (case / "workspace.diff").read_bytes()
     assert (case / "_modified" / name).read_text() == "hi\n"
+
+
+def test_git_metadata_is_no_change(tmp_path):
+    """A repo-mode workspace starts with a host-made .git that is never collected back."""
+    before, after = tmp_path / "before", tmp_path / "after"
+    (before / ".git" / "objects").mkdir(parents=True)
+    (before / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (before / "a.txt").write_text("a\n")
+    (after / "sub").mkdir(parents=True)
+    (after / "a.txt").write_text("a\n")
+    (after / "sub" / ".git").write_text("gitdir: ../x\n")
+    changes = compare(before, after)
+    assert changes.as_dict() == {"added": [], "modified": [], "deleted": []}

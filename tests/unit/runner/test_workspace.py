@@ -7,6 +7,7 @@ import pytest
 from agent_eval_sandbox.config.dataset import load_dataset
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.errors import ConfigError
+from agent_eval_sandbox.runner.answer_key import AnswerKey
 from agent_eval_sandbox.runner.workspace import (
     copy_tree,
     stage_case_workspace,
@@ -54,13 +55,19 @@ def test_copy_tree_skips_links_and_devices(tmp_path):
     assert report.files == 1 and len(report.skipped) == 2
 
 
-def test_repo_copy_excludes_answer_key(project, tmp_path):
+def test_repo_copy_excludes_answer_key_and_git(project, tmp_path):
     (project / "docs").mkdir()
     (project / "docs" / "a.md").write_text("doc")
+    (project / ".git" / "objects").mkdir(parents=True)
+    (project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (project / "vendor" / "lib").mkdir(parents=True)
+    (project / "vendor" / "lib" / ".git").write_text("gitdir: ../../.git/modules/lib\n")
     dest = tmp_path / "repo-copy"
-    stage_repo_workspace(project, dest, exclude=[project / "eval.yaml", project / "cases"])
+    report = stage_repo_workspace(project, dest, exclude=AnswerKey.of([project / "eval.yaml", project / "cases"]))
     assert (dest / "docs" / "a.md").exists()
     assert not (dest / "eval.yaml").exists() and not (dest / "cases").exists()
+    assert not (dest / ".git").exists() and not (dest / "vendor" / "lib" / ".git").exists()
+    assert sorted(p.name for p in report.excluded) == ["cases", "eval.yaml"]
 
 
 def test_project_resources_and_plugins(project, tmp_path):
@@ -71,7 +78,7 @@ def test_project_resources_and_plugins(project, tmp_path):
     (project / "plug" / ".claude-plugin" / "plugin.json").write_text("{}")
     (project / "eval.yaml").write_text("execution: {prompt: p}\nrunner: {plugin_dirs: [plug]}\n")
     loaded = load_eval_config(project / "eval.yaml")
-    staged = stage_project_resources(loaded.config, project, tmp_path / "stage")
+    staged = stage_project_resources(loaded.config, project, tmp_path / "stage").resources
     targets = {s.container_path for s in staged}
     assert targets == {"/workspace/.claude/skills", "/workspace/.staged-plugins/plug"}
     assert (tmp_path / "stage" / ".claude" / "skills" / "s1" / "SKILL.md").exists()

@@ -310,3 +310,27 @@ def test_tar_from_dir_leaves_out_excluded_paths_with_their_subtrees(tmp_path: Pa
     with tarfile.open(fileobj=buf) as tar:
         assert sorted(tar.getnames()) == ["code.py", "eval", "eval/public.txt"]
     assert [(s.path, s.kind) for s in summary.skipped] == [("eval/answers", "excluded")]
+
+
+def test_git_metadata_is_never_extracted_at_any_depth(dest):
+    """A host `git` over the collected copy would run what a planted config names."""
+    buf = build_tar(
+        ("workspace", "dir", None),
+        ("workspace/.git", "dir", None),
+        ("workspace/.git/config", "file", "[core]\n\tfsmonitor = touch /tmp/pwned\n"),
+        ("workspace/.git/hooks/post-index-change", "file", "#!/bin/sh\n"),
+        ("workspace/sub/.git", "file", "gitdir: ../real\n"),
+        ("workspace/mac/.GIT/config", "file", "x"),
+        ("workspace/hfs/.g\u200cit/config", "file", "x"),
+        ("workspace/ntfs/.git./config", "file", "x"),
+        ("workspace/short/GIT~1/config", "file", "x"),
+        ("workspace/keep/.gitignore", "file", "*.log\n"),
+        ("workspace/keep/.github/workflow.yml", "file", "on: push\n"),
+        ("workspace/keep/f", "hardlink", "workspace/.git/config"),
+    )
+    report = extract(buf, dest, strip="workspace")
+    assert tree(dest) == ["keep", "keep/.github", "keep/.github/workflow.yml", "keep/.gitignore"]
+    git = sorted(s.path for s in report.skipped if s.kind == "git")
+    assert git == [".git", "hfs/.g\u200cit", "mac/.GIT", "ntfs/.git.", "short/GIT~1", "sub/.git"]
+    # a hardlink to a git file has nothing extracted to copy from
+    assert [s.path for s in report.skipped if s.kind == "hardlink"] == ["keep/f"]
