@@ -66,11 +66,17 @@ class WorkspaceChanges:
         return {"added": self.added, "modified": self.modified, "deleted": self.deleted}
 
 
-def compare(before: Path, after: Path) -> WorkspaceChanges:
+def compare(before: Path, after: Path, mounted: tuple[str, ...] = ()) -> WorkspaceChanges:
+    """What changed between the staged workspace and the one copied out.
+
+    `mounted` are workspace-relative paths of the read-only project resources:
+    the copy-out holds them, the agent cannot change them, and they are not its work.
+    """
     old, new = _files(before), _files(after)
     changes = WorkspaceChanges()
+    mounts = tuple(m.rstrip("/") for m in mounted)
     for rel in sorted(set(old) | set(new)):
-        if _is_scaffolding(rel):
+        if _is_scaffolding(rel) or any(rel == m or rel.startswith(m + "/") for m in mounts):
             continue
         if rel not in new:
             changes.deleted.append(rel)

@@ -48,9 +48,9 @@ def collect_outputs(config: EvalConfig, workspace_after: Path, case_dir: Path) -
     return counts
 
 
-def collect_changes(before: Path, after: Path, case_dir: Path) -> WorkspaceChanges:
+def collect_changes(before: Path, after: Path, case_dir: Path, mounted: tuple[str, ...] = ()) -> WorkspaceChanges:
     """`_modified/` copies of changed and added files, and `workspace.diff`."""
-    changes = compare(before, after)
+    changes = compare(before, after, mounted)
     for rel in changes.changed:
         _copy_file(after / rel, case_dir / "_modified" / rel)
     # surrogateescape: a name that is not UTF-8 goes back to its own bytes, as git would show it.

@@ -500,7 +500,9 @@ def _collect(
                      "WARNING: the agent's final result disagreed with the model gateway's record; "
                      "the gateway's values were used (see integrity in run_result.json)")
     if result is not None and after.is_dir():
-        changes = collect_changes(before, after, out_dir)
+        mounted = tuple(r.container_path.removeprefix(ac.WORKSPACE + "/") for r in ctx.resources
+                        if r.container_path.startswith(ac.WORKSPACE + "/"))
+        changes = collect_changes(before, after, out_dir, mounted)
         if config.is_batch:
             _split_batch(ctx, invocation, after)
         else:

@@ -83,3 +83,14 @@ def test_git_metadata_is_no_change(tmp_path):
     (after / "sub" / ".git").write_text("gitdir: ../x\n")
     changes = compare(before, after)
     assert changes.as_dict() == {"added": [], "modified": [], "deleted": []}
+
+
+def test_mounted_resources_are_not_the_agents_changes(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir()
+    (after / "scripts").mkdir(parents=True)
+    (after / "scripts" / "helper.sh").write_text("echo\n")
+    (after / "CLAUDE.md").write_text("# project\n")
+    (after / "scriptsx.txt").write_text("the agent's\n")
+    changes = compare(before, after, mounted=("scripts", "CLAUDE.md"))
+    assert changes.added == ["scriptsx.txt"]
