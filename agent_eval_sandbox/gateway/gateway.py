@@ -30,7 +30,7 @@ from agent_eval_sandbox.gateway.api_errors import error_body
 from agent_eval_sandbox.gateway.budget import BudgetDecision, decide
 from agent_eval_sandbox.gateway.credentials import Credentials, checked_upstream_url
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
-from agent_eval_sandbox.gateway.ledger import Ledger
+from agent_eval_sandbox.gateway.conversation import ConversationRecord
 from agent_eval_sandbox.gateway.pricing import cost_usd, price_for
 from agent_eval_sandbox.gateway.request_log import (
     LogRecord,
@@ -221,7 +221,7 @@ class _GatewayHandler(MessagesApiHandler):
         )
         if isinstance(exchange.request, dict) and isinstance(exchange.request.get("model"), str):
             exchange.model = exchange.request["model"]
-        channel.ledger.record_request(exchange.request, dict(self.headers.items()))
+        channel.conversation.record_request(exchange.request, dict(self.headers.items()))
         try:
             response = channel.client.send(request, stream=True)
         except httpx.HTTPError as exc:
@@ -247,7 +247,7 @@ class _GatewayHandler(MessagesApiHandler):
         exchange.status, exchange.outcome = response.status_code, "forwarded"
         exchange.response = parse_body(body)
         if response.status_code == 200:
-            channel.ledger.record_response(exchange.response)
+            channel.conversation.record_response(exchange.response)
         if isinstance(exchange.response, dict) and "usage" in exchange.response:
             channel.charge(exchange, usage_from_api(exchange.response["usage"]), exchange.response.get("model"))
         self.send_response(response.status_code)
@@ -283,7 +283,7 @@ class _GatewayHandler(MessagesApiHandler):
             self.close_connection = True
         finally:
             if response.status_code == 200:
-                channel.ledger.record_response(assembler.message)
+                channel.conversation.record_response(assembler.message)
             exchange.response = {
                 "stream": True,
                 "events": assembler.event_count,
@@ -346,7 +346,7 @@ class Channel:
         self.credentials = credentials
         self.client = client
         # What the model really said, on the host's side: the collected stream is checked against it.
-        self.ledger = Ledger()
+        self.conversation = ConversationRecord()
         self._lock = threading.Condition()
         self._spent_usd = 0.0
         self._usage = Usage()

@@ -3,7 +3,7 @@
 The CLI's stdout reaches the host through processes inside the sandbox, so a
 skill that got hold of it could write lines of its own: a tool call the model
 never asked for, a final result it never gave. The gateway saw every model
-answer and every tool result the CLI sent back, first-hand (`gateway/ledger.py`).
+answer and every tool result the CLI sent back, first-hand (`gateway/conversation.py`).
 `StreamVerifier` keeps a stream object only when the gateway's record agrees:
 
 - an `assistant` message must be one the model sent, and each of its text and
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_eval_sandbox.gateway.ledger import LedgerSnapshot, block_fingerprint, digest, tool_result_text
+from agent_eval_sandbox.gateway.conversation import ConversationSnapshot, block_fingerprint, digest, tool_result_text
 
 MAX_FINDINGS = 200
 
@@ -47,7 +47,7 @@ class Finding:
 class StreamVerifier:
     """Feed stream objects in order; `feed` returns what to keep (possibly corrected) or None."""
 
-    ledger: LedgerSnapshot | None
+    record: ConversationSnapshot | None
     findings: list[Finding] = field(default_factory=list)
     dropped: int = 0
     unverified: int = 0
@@ -56,7 +56,7 @@ class StreamVerifier:
     @property
     def checked(self) -> bool:
         """False when there was no gateway record to check against (nothing reached the model)."""
-        return self.ledger is not None
+        return self.record is not None
 
     def _flag(self, line: int, kind: str, reason: str, *, dropped: bool = True) -> None:
         self.dropped += dropped
@@ -78,13 +78,13 @@ class StreamVerifier:
     def _assistant(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         message = obj.get("message") if isinstance(obj.get("message"), Mapping) else {}
         blocks = message.get("content") if isinstance(message.get("content"), list) else []
-        if self.ledger is None:
+        if self.record is None:
             self._remember_tools(blocks)
             return dict(obj)
         message_id = message.get("id")
-        known = self.ledger.messages.get(message_id) if isinstance(message_id, str) else None
+        known = self.record.messages.get(message_id) if isinstance(message_id, str) else None
         if known is None:
-            if self.ledger.overflow:
+            if self.record.overflow:
                 self.unverified += 1
                 self._remember_tools(blocks)
                 return {**obj, "_unverified": True}
@@ -137,11 +137,11 @@ class StreamVerifier:
     def _tool_result(self, block: Mapping[str, Any]) -> str | None:
         """None to keep, "unverified[: why]" to keep marked, or why it is dropped."""
         tool_use_id = block.get("tool_use_id")
-        if self.ledger is None:
+        if self.record is None:
             return None
         if not isinstance(tool_use_id, str) or tool_use_id not in self._tool_ids:
             return f"a result for tool call {tool_use_id!r}, which the model never made"
-        sent = self.ledger.tool_results.get(tool_use_id)
+        sent = self.record.tool_results.get(tool_use_id)
         if sent is None:
             return "unverified"  # the session ended before the CLI sent it to the model
         if digest(tool_result_text(block.get("content"))) not in sent:
@@ -152,9 +152,9 @@ class StreamVerifier:
 
     def _result(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any]:
         result = dict(obj)
-        if self.ledger is None:
+        if self.record is None:
             return result
-        sessions = self.ledger.session_ids
+        sessions = self.record.session_ids
         session = result.get("session_id")
         if sessions and session not in sessions:
             self._flag(line, "result", f"session {session!r} is not the session the gateway saw", dropped=False)
@@ -165,9 +165,9 @@ class StreamVerifier:
             self._flag(line, "result", "its text is not the model's last answer; the model's answer is used",
                        dropped=False)
             result["result"] = final
-        answers = len(self.ledger.order)
+        answers = len(self.record.order)
         turns = result.get("num_turns")
-        if isinstance(turns, int) and turns > answers and not self.ledger.overflow:
+        if isinstance(turns, int) and turns > answers and not self.record.overflow:
             self._flag(line, "result", f"it claims {turns} turns; the model answered {answers} times", dropped=False)
             result["num_turns"] = answers
         denials = result.get("permission_denials")
@@ -180,11 +180,11 @@ class StreamVerifier:
         return result
 
     def _final_text(self) -> str | None:
-        assert self.ledger is not None
-        for message_id in reversed(self.ledger.order):
-            if message_id in self.ledger.recent_texts:
-                return self.ledger.recent_texts[message_id]
-            if any(kind == "text" for kind, _ in self.ledger.messages.get(message_id, ())):
+        assert self.record is not None
+        for message_id in reversed(self.record.order):
+            if message_id in self.record.recent_texts:
+                return self.record.recent_texts[message_id]
+            if any(kind == "text" for kind, _ in self.record.messages.get(message_id, ())):
                 return None  # its text is no longer kept: nothing to compare with
         return None
 

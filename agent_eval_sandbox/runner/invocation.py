@@ -41,7 +41,7 @@ from agent_eval_sandbox.hooks.lifecycle import CaseInfo, HookFailed, HookRunner,
 from agent_eval_sandbox.hooks.outputs import HookOutputs, write_case_hook_outputs
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.batch import assign_files
-from agent_eval_sandbox.gateway.ledger import LedgerSnapshot
+from agent_eval_sandbox.gateway.conversation import ConversationSnapshot
 from agent_eval_sandbox.runner.collect import (
     collect_changes,
     collect_outputs,
@@ -458,7 +458,7 @@ def execute_invocation(ctx: RunContext, invocation: Invocation, status: CaseStat
                          refused=channel.refused if channel else 0,
                          gateway_cost=channel.spent_usd if channel else 0.0,
                          gateway_requests=channel.requests if channel else 0,
-                         ledger=channel.ledger.snapshot() if channel else None,
+                         conversation=channel.conversation.snapshot() if channel else None,
                          started_wall=started_wall, duration=status.elapsed, hook_failed=hook_failed)
     except Exception as exc:
         entry = _uncollected_entry(ctx, invocation, run.out_dir, started_wall, status.elapsed, channel,
@@ -483,14 +483,14 @@ def _collect(
     refused: int,
     gateway_cost: float,
     gateway_requests: int,
-    ledger: LedgerSnapshot | None,
+    conversation: ConversationSnapshot | None,
     started_wall: float,
     duration: float,
     hook_failed: bool = False,
 ) -> dict[str, Any]:
     config = ctx.config
     stdout_log, stderr_log = out_dir / "stdout.log", out_dir / "stderr.log"
-    verifier = StreamVerifier(ledger)
+    verifier = StreamVerifier(conversation)
     summary = _read_agent_stream(stdout_log, verifier, out_dir)
     collect_transcripts(projects, summary.session_id, out_dir)
     notes: list[str] = []

@@ -2,11 +2,11 @@
 
 The CLI's stdout is what the run directory keeps of the conversation, but it
 passes through processes inside the sandbox; the gateway sees the model's
-answers and the CLI's requests first-hand, on the host. The ledger keeps a
+answers and the CLI's requests first-hand, on the host. The record keeps a
 compact fingerprint of each: every response message (its id and a digest of
 each content block) and every tool result the CLI sent back, so that a tool
 call, a text or a final result the model never produced can be told apart
-from the real ones (`runner/integrity.py`). Digests, not bodies: the ledger
+from the real ones (`runner/integrity.py`). Digests, not bodies: the record
 stays small however much the case sends, and it is complete even when the
 request log stops keeping bodies at its size cap.
 """
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Past this many entries the ledger stops growing and says so: verification
+# Past this many entries the record stops growing and says so: verification
 # then treats what it could not record as unverifiable, never as verified.
 MAX_MESSAGES = 50_000
 MAX_TOOL_RESULTS = 200_000
@@ -72,7 +72,7 @@ def block_fingerprint(block: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 @dataclass
-class LedgerSnapshot:
+class ConversationSnapshot:
     """What the gateway saw of one case, frozen for verification (pure data)."""
 
     # message id -> fingerprints of its blocks, in order
@@ -87,12 +87,12 @@ class LedgerSnapshot:
     overflow: bool = False
 
 
-class Ledger:
+class ConversationRecord:
     """Thread-safe: the gateway's handler threads of one channel record into it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._snapshot = LedgerSnapshot()
+        self._snapshot = ConversationSnapshot()
 
     def record_request(self, body: Any, headers: Mapping[str, str]) -> None:
         """A Messages request the CLI sent: its session id and the tool results it carries."""
@@ -141,10 +141,10 @@ class Ledger:
                 while len(recent) > RECENT_TEXTS:
                     recent.pop(next(iter(recent)))
 
-    def snapshot(self) -> LedgerSnapshot:
+    def snapshot(self) -> ConversationSnapshot:
         with self._lock:
             current = self._snapshot
-            return LedgerSnapshot(
+            return ConversationSnapshot(
                 messages={k: list(v) for k, v in current.messages.items()},
                 order=list(current.order),
                 tool_results={k: set(v) for k, v in current.tool_results.items()},
