@@ -254,6 +254,7 @@ class _GatewayHandler(MessagesApiHandler):
             exchange.model = body["model"]
         if refusal is not None:
             exchange.status, exchange.outcome, exchange.error = POLICY_REFUSAL_STATUS, "policy_refused", refusal.message
+            exchange.request = _as_refused(raw, exchange.request)
             self.send_api_error(POLICY_REFUSAL_STATUS, "invalid_request_error", f"model gateway: {refusal.message}")
             return
         if route is Route.COUNT_TOKENS:
@@ -261,6 +262,7 @@ class _GatewayHandler(MessagesApiHandler):
             return
         admission, exchange.reservation = channel.admit(body, len(raw))
         if exchange.reservation is None:
+            exchange.request = _as_refused(raw, exchange.request)
             self._refuse(admission, exchange)
             return
         if admission.lowered_from is not None:
@@ -366,6 +368,12 @@ class _GatewayHandler(MessagesApiHandler):
         exchange.response = self.send_api_error(
             502, "api_error", f"model gateway: the model API could not be reached ({type(exc).__name__})"
         )
+
+
+def _as_refused(raw: bytes, parsed: Any) -> Any:
+    """A refused request as the log keeps it: whole when small, else its size and a preview
+    (a sandbox repeating 32 MiB refusals must not fill the host's disk)."""
+    return parsed if len(raw) <= REFUSED_BODY_LOG_BYTES else parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
 
 
 def _charge_cut_short(channel: Channel, exchange: _Exchange, assembler: MessageAssembler, *, client_gone: bool) -> None:

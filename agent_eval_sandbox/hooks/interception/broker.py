@@ -70,6 +70,8 @@ _REMEMBERED_QUESTIONS = 64
 _DRAIN_S = 1.0
 # Connections refused over the cap are counted; only the first few get a line of their own.
 LOGGED_REFUSED_CONNECTIONS = 10
+# Distinct warnings a case may print on the controller's terminal.
+MAX_WARNINGS = 20
 
 # (request, timeout_s) -> the hook model's raw reply; see answerer.AnthropicAnswerer.
 TimedAnswerer = Callable[[AnswerRequest, float], str]
@@ -315,11 +317,20 @@ class Broker:
             self._log.write(record)
 
     def _emit(self, warnings: tuple[str, ...]) -> None:
+        """Each distinct warning once, and at most MAX_WARNINGS a case: forged events can make
+        any number of distinct ones, and they go to the controller's terminal."""
         with self._lock:
             new = [w for w in dict.fromkeys(warnings) if w not in self._warned]
-            self._warned.update(new)
-        for warning in new:
+            room = MAX_WARNINGS - len(self._warned)
+            shown, silenced = new[:max(room, 0)], len(new) > room >= 0
+            self._warned.update(shown)
+            if silenced:
+                self._warned.add("")  # the room is gone for good: the note below is printed once
+        for warning in shown:
             self._warn(f"case {self.case_id}: {warning}")
+        if silenced:
+            self._warn(f"case {self.case_id}: more than {MAX_WARNINGS} hook warnings; the rest are in "
+                       f"{DECISIONS_FILE_NAME} only")
 
     @property
     def llm_calls(self) -> int:

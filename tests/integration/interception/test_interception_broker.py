@@ -531,3 +531,12 @@ def test_a_huge_event_leaves_a_truncated_record(start_broker):
     record = json.loads(line)
     assert len(line) < 16 * 1024 and record["tool_input"]["file_path"] == "/workspace/big"
     assert record["tool_input"]["content"].endswith(f"…[truncated: {len(content)} chars]")
+
+
+def test_forged_events_print_a_bounded_number_of_warnings(start_broker):
+    harness = start_broker(handlers_of(ASK))  # no hook model: every question lands on the fallback, with a warning
+    for n in range(30):
+        question = {**QUESTION, "question": f"Forged question {n}?"}
+        run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [question]}, f"toolu_w{n}"))
+    assert len(harness.warnings) == 21 and "more than 20 hook warnings" in harness.warnings[-1]
+    assert len(harness.records()) == 30

@@ -321,7 +321,7 @@ def test_sandbox_block_overrides(write_eval):
         ("sandbox: {pids: 2}", "sandbox.pids"),
         ("sandbox: {gateway: {model: [x]}}", "sandbox.gateway.model is not a gateway setting; the keys are models"),
         ("sandbox: {gateway: {server_tools: [web_browse]}}",
-         "'web_browse' is not a server tool kind; use some of \\['web_search', 'web_fetch', 'code_execution', 'mcp'\\]"),
+         "'web_browse' is not a server tool kind; use some of \\['web_search', 'web_fetch', 'code_execution'"),
         ("sandbox: {gateway: {max_tokens: 100}}", "sandbox.gateway.max_tokens"),
         ("sandbox: {gateway: {models: ['']}}", "sandbox.gateway.models entries must be non-empty"),
         ("sandbox: {gateway: [web_search]}", "sandbox.gateway"),
