@@ -273,7 +273,7 @@ def test_what_the_policy_refuses_never_reaches_the_upstream(budget_run: dict[str
     assert all(b.get("max_tokens", 0) <= 128_000 for b in bodies)
     assert not any("mcp-client" in r.headers.get("anthropic-beta", "") for r in served)
     probes = [b for b in bodies if _assistant_turns(b) == POLICY_STEP]
-    assert len(probes) == 2 and sorted(b["max_tokens"] for b in probes)[0] == 1000
+    assert len(probes) == 2 and min(b["max_tokens"] for b in probes) == 1000
     log = _log(run, "policy")
     refused = [r for r in log if r["outcome"] == "policy_refused"]
     assert len(refused) == 6
