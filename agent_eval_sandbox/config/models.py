@@ -398,6 +398,56 @@ class FilesystemPolicy(Model):
         return value
 
 
+# The kinds of server-side tools an eval may let through the gateway (gateway/policy.py).
+SERVER_TOOL_KINDS = ("web_search", "web_fetch", "code_execution", "mcp")
+GATEWAY_KEYS = ("models", "server_tools", "max_tokens")
+
+
+class GatewayConfig(BaseModel):
+    """`sandbox.gateway`: what the model gateway lets a case ask of the model API.
+
+    Strict, unlike the reference's blocks: a mistyped key here would silently
+    leave a server tool off or a model refused, so it is an error at load.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    models: list[str] = Field(default_factory=list)  # allowed beside models.skill/subagent and the CLI's Haiku
+    server_tools: list[str] = Field(default_factory=list)
+    max_tokens: int = Field(default=128_000, ge=2048, le=1_000_000)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            unknown = [str(key) for key in value if key not in GATEWAY_KEYS]
+            if unknown:
+                raise ValueError(f"sandbox.gateway.{unknown[0]} is not a gateway setting; "
+                                 f"the keys are {', '.join(GATEWAY_KEYS)}")
+        return value
+
+    @field_validator("models", "server_tools", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, value: list[str]) -> list[str]:
+        if any(not isinstance(m, str) or not m.strip() for m in value):
+            raise ValueError("sandbox.gateway.models entries must be non-empty model names, e.g. claude-opus-4-6")
+        return [m.strip() for m in value]
+
+    @field_validator("server_tools")
+    @classmethod
+    def _server_tools(cls, value: list[str]) -> list[str]:
+        for kind in value:
+            if kind not in SERVER_TOOL_KINDS:
+                raise ValueError(f"sandbox.gateway.server_tools: {kind!r} is not a server tool kind; "
+                                 f"use some of {list(SERVER_TOOL_KINDS)}")
+        return value
+
+
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 
 
@@ -436,6 +486,12 @@ class SandboxConfig(Model):
     cap_add: list[str] = Field(default_factory=list)
     init: bool = True
     filesystem: FilesystemPolicy = Field(default_factory=FilesystemPolicy)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+
+    @field_validator("gateway", mode="before")
+    @classmethod
+    def _none_gateway_is_default(cls, value: Any) -> Any:
+        return {} if value is None else value
 
     @field_validator("memory", "disk", "tmp_size", "home_size", mode="before")
     @classmethod

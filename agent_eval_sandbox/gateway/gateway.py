@@ -2,22 +2,28 @@
 
 Each case gets a channel: a unix socket whose directory is bind-mounted into
 that case's container (which has no network). The case is known by the socket
-a request came in on, never by anything in the request. A channel forwards
-model requests upstream with the host's credentials (the container only ever
-has a placeholder), relays streams as they arrive, charges what the responses
-report against the case's budget, refuses requests once it is spent, and logs
-every exchange.
+a request came in on, never by anything in the request. A channel checks each
+model request against the eval's policy (policy.py: configured models only,
+no server-side reach), reserves its worst case against what is left of the
+case's budget and lowers its max_tokens to fit (budget.py), forwards it
+upstream with the host's credentials (the container only ever has a
+placeholder), relays streams as they arrive, replaces the reservation by what
+the response reports (a stream cut short by bound, see `_charge_cut_short`),
+and logs every exchange. It holds at most a few of a case's connections and
+requests at once, and closes idle connections.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import math
 import os
-import socketserver
+import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,10 +33,12 @@ import httpx
 
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.api_errors import error_body
-from agent_eval_sandbox.gateway.budget import BudgetDecision, decide
+from agent_eval_sandbox.gateway.budget import BYTES_PER_TOKEN, Admission, limited_body
 from agent_eval_sandbox.gateway.credentials import Credentials, checked_upstream_url
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
 from agent_eval_sandbox.gateway.conversation import ConversationRecord
+from agent_eval_sandbox.gateway.ledger import Ledger, Reservation
+from agent_eval_sandbox.gateway.policy import GatewayPolicy, Refusal, check_request, filter_betas
 from agent_eval_sandbox.gateway.pricing import cost_usd, price_for
 from agent_eval_sandbox.gateway.request_log import (
     LogRecord,
@@ -42,7 +50,7 @@ from agent_eval_sandbox.gateway.request_log import (
 from agent_eval_sandbox.gateway.routes import Route, classify, split_target
 from agent_eval_sandbox.gateway.sse import MessageAssembler, SSEDecoder, encode_event
 from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
-from agent_eval_sandbox.unix_socket import prepare_socket_path
+from agent_eval_sandbox.unix_socket import CappedUnixServer, prepare_socket_path
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +60,14 @@ log = logging.getLogger(__name__)
 # "Failed to authenticate"). `x-should-retry: false` tells SDK clients the same.
 BUDGET_REFUSAL_STATUS = 402
 BUDGET_REFUSAL_HEADERS = (("x-should-retry", "false"),)
+# What the policy refuses is an invalid request, and 400 is how the CLI reports
+# it clearly: measured with 2.1.332, it tries 6 times within a second, then ends
+# with "API Error: 400 <message>" (a 403 reads "Failed to authenticate", a 404
+# "There's an issue with the selected model", without our message).
+POLICY_REFUSAL_STATUS = 400
 
 FORWARDED_HEADERS = frozenset(
-    {"anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app", "x-claude-code-session-id"}
+    {"anthropic-version", "content-type", "accept", "user-agent", "x-app", "x-claude-code-session-id"}
 )
 FORWARDED_HEADER_PREFIXES = ("x-stainless-",)
 # Hop-by-hop headers, framing we redo ourselves, and what the container has no use for.
@@ -75,34 +88,53 @@ DROPPED_RESPONSE_HEADERS = frozenset(
         "date",
     }
 )
-# sun_path is 108 bytes including the terminating NUL.
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=120.0, pool=30.0)
 # A refused request is logged with at most this much of its body (a size and a preview beyond).
 REFUSED_BODY_LOG_BYTES = 64 * 1024
 # Requests a case may have in flight at once (its CLI and subagents need a few):
 # bounds the controller's memory to about this many request bodies per case.
 MAX_CONCURRENT_REQUESTS = 8
+# Connections a case may hold open at once, idle or not; more are closed at once,
+# without a thread. The CLI keeps a few (one per concurrent request at most).
+MAX_CONNECTIONS = 32
+# A keep-alive connection idle this long is closed (the CLI opens another when
+# it needs one); so is one that sends nothing of a request for this long.
+IDLE_TIMEOUT_S = 60.0
+# Refused connections are counted; only the first few get a line of their own in the log.
+LOGGED_REFUSED_CONNECTIONS = 10
 MAX_LOGGED_REQUEST_LINE = 512
+OPEN_POLICY = GatewayPolicy()
 
 
-def upstream_headers(incoming: Iterable[tuple[str, str]], credentials: Credentials) -> dict[str, str]:
-    """Headers sent upstream: an allowlist of the client's, then the host's credentials.
+def upstream_headers(
+    incoming: Iterable[tuple[str, str]], credentials: Credentials, policy: GatewayPolicy = OPEN_POLICY
+) -> tuple[dict[str, str], list[str]]:
+    """Headers sent upstream (an allowlist of the client's, then the host's credentials), and the betas dropped.
 
-    Whatever auth the client sent is dropped by not being on the allowlist.
+    Whatever auth the client sent is dropped by not being on the allowlist;
+    `anthropic-beta` passes minus the betas the policy does not allow.
     """
+    incoming = list(incoming)
     headers = {
         name.lower(): value
         for name, value in incoming
         if name.lower() in FORWARDED_HEADERS or name.lower().startswith(FORWARDED_HEADER_PREFIXES)
     }
+    beta, dropped = filter_betas([value for name, value in incoming if name.lower() == "anthropic-beta"], policy)
+    if beta:
+        headers["anthropic-beta"] = beta
     # Identity encoding keeps relayed bytes parseable for accounting as they pass.
     headers["accept-encoding"] = "identity"
     headers.update(credentials.headers())
-    return headers
+    return headers, dropped
 
 
 def client_headers(upstream: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(name, value) for name, value in upstream if name.lower() not in DROPPED_RESPONSE_HEADERS]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -112,7 +144,7 @@ class _Exchange:
     method: str
     path: str
     request_headers: dict[str, str]
-    timestamp: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
+    timestamp: str = field(default_factory=_now)
     started: float = field(default_factory=time.monotonic)
     status: int | None = None
     outcome: Outcome = "internal_error"
@@ -121,13 +153,21 @@ class _Exchange:
     model: str | None = None
     usage: Usage | None = None
     cost_usd: float = 0.0
+    reservation: Reservation | None = None
+    max_tokens_lowered_from: int | None = None
+    betas_dropped: list[str] | None = None
     refused: bool = False
     price_note: str | None = None
+    charge_note: str | None = None
     error: str | None = None
 
 
 class _GatewayHandler(MessagesApiHandler):
     server: _ChannelServer
+
+    def setup(self) -> None:
+        self.timeout = self.server.channel.idle_timeout_s
+        super().setup()
 
     def _dispatch(self) -> None:
         channel = self.server.channel
@@ -187,8 +227,8 @@ class _GatewayHandler(MessagesApiHandler):
             self.send_api_error(exc.status, "invalid_request_error", f"model gateway: {exc.message}")
             return
         route = classify(self.command, self.path)
-        exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES if route is Route.OTHER else None)
         if route is Route.OTHER:
+            exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
             exchange.status, exchange.outcome = 403, "forbidden"
             self.send_api_error(
                 403,
@@ -196,19 +236,46 @@ class _GatewayHandler(MessagesApiHandler):
                 f"model gateway: {self.command} {self.path} is not allowed; this channel carries model requests only",
             )
         elif route is Route.PROBE:
+            exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
             exchange.status, exchange.outcome = 200, "local"
             self.send_json(200, {"status": "ok"})
         else:
-            decision = channel.admit()
-            if decision.allowed:
-                self._forward(channel, raw, exchange)
-            else:
-                self._refuse(decision, exchange)
+            self._model_request(channel, route, raw, exchange)
 
-    def _refuse(self, decision: BudgetDecision, exchange: _Exchange) -> None:
+    def _model_request(self, channel: Channel, route: Route, raw: bytes, exchange: _Exchange) -> None:
+        try:
+            body: Any = json.loads(raw)
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser
+            body, refusal = None, Refusal("the request body is not JSON")
+            exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
+        else:
+            exchange.request = body
+            refusal = check_request(body, channel.policy, generates=route is Route.MESSAGES)
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            exchange.model = body["model"]
+        if refusal is not None:
+            exchange.status, exchange.outcome, exchange.error = POLICY_REFUSAL_STATUS, "policy_refused", refusal.message
+            exchange.request = _as_refused(raw, exchange.request)
+            self.send_api_error(POLICY_REFUSAL_STATUS, "invalid_request_error", f"model gateway: {refusal.message}")
+            return
+        if route is Route.COUNT_TOKENS:
+            self._forward(channel, raw, exchange)  # not billed: nothing to reserve
+            return
+        admission, exchange.reservation = channel.admit(body, len(raw))
+        if exchange.reservation is None:
+            exchange.request = _as_refused(raw, exchange.request)
+            self._refuse(admission, exchange)
+            return
+        if admission.lowered_from is not None:
+            body = limited_body(body, admission)
+            raw = json.dumps(body).encode()
+            exchange.request, exchange.max_tokens_lowered_from = body, admission.lowered_from
+        self._forward(channel, raw, exchange)
+
+    def _refuse(self, admission: Admission, exchange: _Exchange) -> None:
         exchange.status, exchange.outcome, exchange.refused = BUDGET_REFUSAL_STATUS, "over_budget", True
         exchange.response = self.send_api_error(
-            BUDGET_REFUSAL_STATUS, "billing_error", decision.reason or "budget exhausted", BUDGET_REFUSAL_HEADERS
+            BUDGET_REFUSAL_STATUS, "billing_error", admission.refusal or "budget exhausted", BUDGET_REFUSAL_HEADERS
         )
 
     def _forward(self, channel: Channel, raw: bytes, exchange: _Exchange) -> None:
@@ -216,24 +283,27 @@ class _GatewayHandler(MessagesApiHandler):
         assert split is not None  # classify() let only origin-form targets through
         path, query = split
         url = channel.upstream_url + path + (f"?{query}" if query else "")
-        request = channel.client.build_request(
-            self.command, url, headers=upstream_headers(self.headers.items(), channel.credentials), content=raw
-        )
-        if isinstance(exchange.request, dict) and isinstance(exchange.request.get("model"), str):
-            exchange.model = exchange.request["model"]
+        headers, dropped = upstream_headers(self.headers.items(), channel.credentials, channel.policy)
+        exchange.betas_dropped = dropped or None
+        request = channel.client.build_request(self.command, url, headers=headers, content=raw)
         channel.conversation.record_request(exchange.request, dict(self.headers.items()))
         try:
-            response = channel.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            self._bad_gateway(channel, exchange, exc)
-            return
-        try:
-            if response.headers.get("content-type", "").startswith("text/event-stream"):
-                self._relay_stream(channel, response, exchange)
-            else:
-                self._relay_body(channel, response, exchange)
+            try:
+                response = channel.client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                self._bad_gateway(channel, exchange, exc)
+                return
+            try:
+                if response.headers.get("content-type", "").startswith("text/event-stream"):
+                    self._relay_stream(channel, response, exchange)
+                else:
+                    self._relay_body(channel, response, exchange)
+            finally:
+                response.close()
         finally:
-            response.close()
+            # Whatever was not charged by now was not billed: an unreachable
+            # upstream, an error response, a body that broke off (as before reservations).
+            channel.release(exchange)
 
     # Both relays charge a response *before* passing on its last bytes: a
     # client's next request must find the new spend already on the books.
@@ -261,24 +331,28 @@ class _GatewayHandler(MessagesApiHandler):
         """Pass each chunk on as it arrives, decoding a copy for the log and the bill."""
         decoder, assembler = SSEDecoder(), MessageAssembler()
         exchange.status, exchange.outcome = response.status_code, "forwarded"
-        self.start_chunked(response.status_code, client_headers(response.headers.multi_items()))
+        client_gone = False
         try:
-            for chunk in response.iter_bytes():
-                for event in decoder.feed(chunk):
-                    assembler.feed(event)
-                if assembler.usage_final and exchange.usage is None:
-                    channel.charge(exchange, assembler.usage, assembler.message.get("model"))
-                self.write_chunk(chunk)
-            self.end_chunked()
-        except httpx.HTTPError as exc:
-            # Too late for an HTTP status: end the stream with an API error event.
-            exchange.outcome, exchange.error = "upstream_error", f"stream broke: {type(exc).__name__}: {exc}"
-            self.close_connection = True
-            self.write_chunk(
-                encode_event("error", error_body("api_error", "model gateway: the upstream stream broke off"))
-            )
-            self.end_chunked()
+            self.start_chunked(response.status_code, client_headers(response.headers.multi_items()))
+            try:
+                for chunk in response.iter_bytes():
+                    for event in decoder.feed(chunk):
+                        assembler.feed(event)
+                    if assembler.usage_final and exchange.usage is None:
+                        channel.charge(exchange, assembler.usage, assembler.message.get("model"))
+                    self.write_chunk(chunk)
+                self.end_chunked()
+            except httpx.HTTPError as exc:
+                # Too late for an HTTP status: end the stream with an API error event.
+                exchange.outcome, exchange.error = "upstream_error", f"stream broke: {type(exc).__name__}: {exc}"
+                self.close_connection = True
+                self.write_chunk(
+                    encode_event("error", error_body("api_error", "model gateway: the upstream stream broke off"))
+                )
+                self.end_chunked()
         except (ConnectionError, TimeoutError) as exc:
+            # The client hung up, or stopped reading for the idle timeout.
+            client_gone = True
             exchange.outcome, exchange.error = "client_disconnected", f"{type(exc).__name__}: {exc}"
             self.close_connection = True
         finally:
@@ -290,9 +364,8 @@ class _GatewayHandler(MessagesApiHandler):
                 "message": assembler.message,
                 "error": assembler.error,
             }
-            # A stream cut short is still billed for what it reported.
-            if assembler.message and exchange.usage is None:
-                channel.charge(exchange, assembler.usage, assembler.message.get("model"))
+            if exchange.usage is None:
+                _charge_cut_short(channel, exchange, assembler, client_gone=client_gone)
 
     def _bad_gateway(self, channel: Channel, exchange: _Exchange, exc: httpx.HTTPError) -> None:
         exchange.status, exchange.outcome = 502, "upstream_error"
@@ -303,14 +376,46 @@ class _GatewayHandler(MessagesApiHandler):
         )
 
 
-class _ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+def _as_refused(raw: bytes, parsed: Any) -> Any:
+    """A refused request as the log keeps it: whole when small, else its size and a preview
+    (a sandbox repeating 32 MiB refusals must not fill the host's disk)."""
+    return parsed if len(raw) <= REFUSED_BODY_LOG_BYTES else parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
+
+
+def _charge_cut_short(channel: Channel, exchange: _Exchange, assembler: MessageAssembler, *, client_gone: bool) -> None:
+    """Charge a stream that ended before its final usage (message_delta).
+
+    The upstream bills what it generated, which the gateway never saw in full:
+    the input side reported by message_start plus the output streamed so far
+    (its characters at BYTES_PER_TOKEN a token — summarised thinking under-counts)
+    is a floor. When the client went away, the upstream may have generated up
+    to max_tokens before it noticed, and a client could otherwise hang up on
+    every answer to use the model for nothing: such a stream is charged at
+    least its whole reservation.
+    """
+    reported = assembler.usage
+    streamed = math.ceil(assembler.streamed_chars / BYTES_PER_TOKEN)
+    usage = reported.model_copy(update={"output_tokens": max(reported.output_tokens, streamed)})
+    reserved = exchange.reservation.amount_usd if exchange.reservation else 0.0
+    if client_gone:
+        note = (f"the client went away before the final usage: charged its reservation (${reserved:.6f}) "
+                "or what was reported and streamed, whichever is more")
+    else:
+        note = f"the stream ended before the final usage: charged what was reported plus ~{streamed} tokens streamed"
+    channel.charge(exchange, usage, assembler.message.get("model"), at_least_usd=reserved if client_gone else 0.0,
+                   note=note)
+
+
+class _ChannelServer(CappedUnixServer):
     # An agent with parallel subagents opens several connections at once.
     request_queue_size = 64
 
     def __init__(self, path: str, channel: Channel) -> None:
         self.channel = channel
-        super().__init__(path, _GatewayHandler)
+        super().__init__(path, _GatewayHandler, max_connections=channel.max_connections)
+
+    def refuse(self, request: socket.socket) -> None:
+        self.channel.connection_refused(self.open_connections)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # Errors inside a request are handled and logged by the handler; what
@@ -335,25 +440,28 @@ class Channel:
         upstream_url: str,
         credentials: Credentials,
         client: httpx.Client,
+        policy: GatewayPolicy = OPEN_POLICY,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
-        if budget_usd < 0:
-            raise ValueError(f"budget_usd must be >= 0, not {budget_usd}")
+        self.ledger = Ledger(budget_usd)
         self.case_id = case_id
         self.socket_path = socket_path
-        self.budget_usd = budget_usd
         self.log_path = log_path
         self.upstream_url = checked_upstream_url(upstream_url)
         self.credentials = credentials
         self.client = client
+        self.policy = policy
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
         # What the model really said, on the host's side: the collected stream is checked against it.
         self.conversation = ConversationRecord()
         self._lock = threading.Condition()
-        self._spent_usd = 0.0
-        self._usage = Usage()
         self._requests = 0
         self._refused = 0
         self._forbidden = 0
         self._in_flight = 0
+        self._connections_refused = 0
         self._closed = False
         self._log: RequestLog | None = None
         self._server: _ChannelServer | None = None
@@ -384,14 +492,21 @@ class Channel:
             return self._closed
 
     @property
+    def budget_usd(self) -> float:
+        return self.ledger.budget_usd
+
+    @property
     def spent_usd(self) -> float:
-        with self._lock:
-            return self._spent_usd
+        return self.ledger.spent_usd
+
+    @property
+    def reserved_usd(self) -> float:
+        """Held by requests (and hook-model calls) in flight."""
+        return self.ledger.reserved_usd
 
     @property
     def usage(self) -> Usage:
-        with self._lock:
-            return self._usage
+        return self.ledger.usage
 
     @property
     def requests(self) -> int:
@@ -401,7 +516,7 @@ class Channel:
 
     @property
     def refused(self) -> int:
-        """Requests refused because the budget was spent."""
+        """Requests refused because the budget left could not cover them."""
         with self._lock:
             return self._refused
 
@@ -417,31 +532,85 @@ class Channel:
         with self._lock:
             return self._in_flight
 
-    def admit(self) -> BudgetDecision:
+    @property
+    def open_connections(self) -> int:
+        server = self._server
+        return server.open_connections if server is not None else 0
+
+    @property
+    def connections_refused(self) -> int:
+        """Connections closed unserved because the case held `max_connections` already."""
         with self._lock:
-            return decide(self._spent_usd, self.budget_usd)
+            return self._connections_refused
+
+    def admit(self, body: Mapping[str, Any], body_bytes: int) -> tuple[Admission, Reservation | None]:
+        """Reserve a Messages request's worst case, priced by the model it names."""
+        price = price_for(body.get("model")).price
+        return self.ledger.admit(body, body_bytes, price, max_tokens_ceiling=self.policy.max_tokens_ceiling)
 
     def begin(self) -> None:
         with self._lock:
             self._in_flight += 1
 
-    def charge(self, exchange: _Exchange, usage: Usage, response_model: Any) -> None:
+    def charge(self, exchange: _Exchange, usage: Usage, response_model: Any, *, at_least_usd: float = 0.0,
+               note: str | None = None) -> None:
         """Bill one response, priced by the model that answered (else the one asked for)."""
         model = response_model if isinstance(response_model, str) and response_model else exchange.model
         lookup = price_for(model)
         exchange.usage, exchange.model = usage, model
-        exchange.cost_usd = cost_usd(usage, lookup.price)
-        exchange.price_note = lookup.note(model)
+        exchange.cost_usd = max(cost_usd(usage, lookup.price), at_least_usd)
+        exchange.price_note, exchange.charge_note = lookup.note(model), note
+        self.ledger.settle(exchange.reservation, exchange.cost_usd, usage)
+
+    def release(self, exchange: _Exchange) -> None:
+        """Give back a reservation that nothing was charged against."""
+        if exchange.reservation is not None and not exchange.reservation.settled:
+            self.ledger.settle(exchange.reservation, 0.0)
+
+    # -- the hook broker's model calls, made with the host's credentials outside this socket
+
+    def reserve_usd(self, amount_usd: float) -> Reservation | None:
+        """Hold `amount_usd` of what is left for a call made on the case's behalf; None if it does not fit."""
+        return self.ledger.reserve(amount_usd)
+
+    def charge_call(self, reservation: Reservation, *, model: str, usage: Usage | None, at_least_usd: float = 0.0,
+                    error: str | None = None) -> float:
+        """Settle a `reserve_usd` reservation by the call's usage (priced by `model`) and log it; the cost."""
+        lookup = price_for(model)
+        cost = max(cost_usd(usage, lookup.price) if usage is not None else 0.0, at_least_usd)
+        self.ledger.settle(reservation, cost, usage)
+        self._write(LogRecord(
+            time=_now(), case_id=self.case_id, method="POST", path="(hook model) /v1/messages", status=None,
+            outcome="hook_model", duration_ms=0, request_headers={}, model=model,
+            usage=usage.model_dump() if usage is not None else None, cost_usd=cost, spent_usd=self.spent_usd,
+            reserved_usd=reservation.amount_usd, price_note=lookup.note(model), error=error,
+        ))
+        return cost
+
+    def connection_refused(self, open_connections: int) -> None:
+        """Count a connection refused over the cap (called in the accepting thread: must not block long)."""
         with self._lock:
-            self._spent_usd += exchange.cost_usd
-            self._usage += usage
+            self._connections_refused += 1
+            count = self._connections_refused
+        if count <= LOGGED_REFUSED_CONNECTIONS:
+            self._write(self._connection_record(
+                f"connection closed unserved: the case holds {open_connections} connections "
+                f"(cap {self.max_connections}); further refusals are counted, not logged one by one"))
+
+    def _connection_record(self, error: str) -> LogRecord:
+        return LogRecord(time=_now(), case_id=self.case_id, method="-", path="-", status=None,
+                         outcome="too_many_connections", duration_ms=0, request_headers={},
+                         spent_usd=self.spent_usd, error=error)
+
+    def _write(self, record: LogRecord) -> None:
+        if self._log is not None:
+            self._log.write(record)
 
     def finish(self, exchange: _Exchange) -> None:
         with self._lock:
             self._requests += 1
             self._refused += exchange.refused
             self._forbidden += exchange.outcome == "forbidden"
-            spent = self._spent_usd
         record = LogRecord(
             time=exchange.timestamp,
             case_id=self.case_id,
@@ -456,21 +625,25 @@ class Channel:
             model=exchange.model,
             usage=exchange.usage.model_dump() if exchange.usage else None,
             cost_usd=exchange.cost_usd,
-            spent_usd=spent,
+            spent_usd=self.spent_usd,
+            reserved_usd=exchange.reservation.amount_usd if exchange.reservation else None,
+            max_tokens_lowered_from=exchange.max_tokens_lowered_from,
+            betas_dropped=exchange.betas_dropped,
             refused=exchange.refused,
             price_note=exchange.price_note,
+            charge_note=exchange.charge_note,
             error=exchange.error,
         )
         try:
-            if self._log is not None:
-                self._log.write(record)
+            self._write(record)
         finally:
             with self._lock:
                 self._in_flight -= 1
                 self._lock.notify_all()
 
     def close(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, let requests in flight finish (up to `grace_s`), remove the socket."""
+        """Stop accepting, let requests in flight finish (up to `grace_s`), drop idle connections,
+        remove the socket."""
         with self._lock:
             server, self._server = self._server, None
             self._closed = True
@@ -482,6 +655,11 @@ class Channel:
             self._thread.join(timeout=5)
         with self._lock:
             self._lock.wait_for(lambda: self._in_flight == 0, timeout=grace_s)
+        server.close_connections()
+        refused = self.connections_refused
+        if refused > LOGGED_REFUSED_CONNECTIONS:
+            self._write(self._connection_record(f"{refused} connections in all were closed unserved over the cap "
+                                                f"of {self.max_connections}"))
         if self._log is not None:
             self._log.close()
         self.socket_path.unlink(missing_ok=True)
@@ -508,9 +686,11 @@ class ModelGateway:
         credentials: Credentials,
         *,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        policy: GatewayPolicy = OPEN_POLICY,
     ) -> None:
         self.upstream_url = checked_upstream_url(upstream_url)
         self.credentials = credentials
+        self.policy = policy
         # Proxies from the environment (HTTPS_PROXY...) apply to a remote
         # upstream, but a loopback one (offline runs) must never go through them.
         loopback = {f"all://{host}": httpx.HTTPTransport() for host in ("127.0.0.1", "localhost", "[::1]")}
@@ -537,6 +717,7 @@ class ModelGateway:
             upstream_url=upstream_url or self.upstream_url,
             credentials=self.credentials,
             client=self._client,
+            policy=self.policy,
         ).start()
         with self._lock:
             self._channels.append(channel)

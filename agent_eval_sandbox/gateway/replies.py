@@ -43,6 +43,11 @@ def reply_message(step: Step, request: Mapping[str, Any], make_id: IdFactory = n
     for call in calls:
         content.append({"type": "tool_use", "id": make_id("toolu_"), "name": call.tool, "input": call.input})
     usage = step.usage or Usage(input_tokens=estimate_tokens(request), output_tokens=estimate_tokens(content))
+    # The API never bills more output than the request's max_tokens; neither does the script
+    # (a gateway that lowered max_tokens to fit a budget must see the same).
+    max_tokens = request.get("max_tokens")
+    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and 0 < max_tokens < usage.output_tokens:
+        usage = usage.model_copy(update={"output_tokens": max_tokens})
     return {
         "id": make_id("msg_"),
         "type": "message",

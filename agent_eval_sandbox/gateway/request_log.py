@@ -53,9 +53,12 @@ def parse_body(raw: bytes, *, limit: int | None = None) -> Any:
 Outcome = Literal[
     "forwarded",  # relayed to the upstream (whatever status it answered)
     "local",  # a connectivity probe the gateway answered itself
-    "over_budget",  # refused: the case's budget is spent
+    "over_budget",  # refused: what is left of the case's budget cannot cover the request's worst case
     "forbidden",  # refused: not a model endpoint
+    "policy_refused",  # refused: a model, tool or feature the eval does not allow (policy.py)
     "too_many_requests",  # refused: the case has too many requests in flight
+    "too_many_connections",  # a connection over the case's cap, closed unserved
+    "hook_model",  # not a request: a hook-model call the broker made, charged to the case
     "upstream_error",  # the upstream could not be reached, or its stream broke off
     "client_disconnected",
     "bad_request",  # the body could not be read
@@ -79,14 +82,20 @@ class LogRecord(BaseModel):
     usage: dict[str, int] | None = None
     cost_usd: float = 0.0
     spent_usd: float = 0.0
+    reserved_usd: float | None = None  # what the request held of the budget while in flight
+    max_tokens_lowered_from: int | None = None  # the request's own max_tokens, when the gateway lowered it
+    betas_dropped: list[str] | None = None  # anthropic-beta values not passed on
     refused: bool = False
     price_note: str | None = None
+    charge_note: str | None = None  # how a response without final usage was charged
     error: str | None = None
 
 
 # Past this many bytes a case's log keeps each request's metadata, not its bodies:
 # what a case sends must not fill the host's disk.
 DEFAULT_MAX_LOG_BYTES = 256 * 1024 * 1024
+# Metadata lines are small but not bounded in number: past this much more, they are only counted.
+METADATA_ALLOWANCE_BYTES = 16 * 1024 * 1024
 
 
 def _json_line(record: LogRecord) -> str:
@@ -97,10 +106,14 @@ def _json_line(record: LogRecord) -> str:
 class RequestLog:
     """Append-only JSONL file, safe to write from many handler threads."""
 
-    def __init__(self, path: Path, secrets: Iterable[str] = (), *, max_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
+    def __init__(self, path: Path, secrets: Iterable[str] = (), *, max_bytes: int = DEFAULT_MAX_LOG_BYTES,
+                 metadata_allowance: int = METADATA_ALLOWANCE_BYTES) -> None:
         self.path = path
         self.max_bytes = max_bytes
+        self.hard_max_bytes = max_bytes + metadata_allowance
         self._written = 0
+        self._dropped = 0
+        self._last: LogRecord | None = None
         # The JSON-escaped spelling too: that is how a secret would appear in a line.
         self._secrets = tuple({form for s in secrets if s for form in (s, json.dumps(s)[1:-1])})
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,10 +134,25 @@ class RequestLog:
                 # is over and its log handed on; dropping is the lesser harm.
                 log.warning("request log %s closed; dropped a record of %s %s", self.path, record.method, record.path)
                 return
+            if self._written + len(line) > self.hard_max_bytes:
+                self._dropped += 1
+                self._last = record
+                return
             self._file.write(line + "\n")
             self._file.flush()
             self._written += len(line) + 1
 
-    def close(self) -> None:
+    @property
+    def dropped(self) -> int:
         with self._lock:
+            return self._dropped
+
+    def close(self) -> None:
+        """Close the file; past the hard cap, its last line says how many records were not written."""
+        with self._lock:
+            if self._dropped and self._last is not None and not self._file.closed:
+                note = (f"{self._dropped} record(s) not written: the log reached its cap of "
+                        f"{self.hard_max_bytes} bytes; this is the last of them, without bodies")
+                last = self._last.model_copy(update={"request": None, "response": None, "error": note})
+                self._file.write(scrub(last.model_dump_json(), self._secrets) + "\n")
             self._file.close()

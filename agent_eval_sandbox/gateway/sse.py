@@ -131,6 +131,9 @@ class MessageAssembler:
         # message_delta carries the final counts: from then on the bill is known.
         self.usage_final = False
         self.event_count = 0
+        # Characters of text, thinking and tool input streamed so far: what a
+        # stream cut off before its final usage is charged for (see gateway.py).
+        self.streamed_chars = 0
         self._partial_json: dict[Any, str] = {}
 
     def feed(self, event: Event) -> None:
@@ -188,13 +191,13 @@ class MessageAssembler:
             return
         kind = delta.get("type")
         if kind == "text_delta":
-            _append(block, "text", delta.get("text"))
+            self.streamed_chars += _append(block, "text", delta.get("text"))
         elif kind == "thinking_delta":
-            _append(block, "thinking", delta.get("thinking"))
+            self.streamed_chars += _append(block, "thinking", delta.get("thinking"))
         elif kind == "signature_delta":
             block["signature"] = delta.get("signature")
         elif kind == "input_json_delta":
-            _append(self._partial_json, data["index"], delta.get("partial_json"))
+            self.streamed_chars += _append(self._partial_json, data["index"], delta.get("partial_json"))
 
     def _block_stop(self, data: Mapping[str, Any]) -> None:
         block = self._block(data)
@@ -209,7 +212,9 @@ class MessageAssembler:
             block["input"] = {"unparsed_json": partial}
 
 
-def _append(target: dict[Any, Any], key: Any, piece: Any) -> None:
-    """Concatenate a delta onto what came before; non-text on either side counts as nothing."""
+def _append(target: dict[Any, Any], key: Any, piece: Any) -> int:
+    """Concatenate a delta onto what came before (non-text on either side counts as nothing); its length."""
     before = target.get(key)
-    target[key] = (before if isinstance(before, str) else "") + (piece if isinstance(piece, str) else "")
+    added = piece if isinstance(piece, str) else ""
+    target[key] = (before if isinstance(before, str) else "") + added
+    return len(added)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from agent_eval_sandbox.config.env import resolve_env
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.settings import RunSettings
+from agent_eval_sandbox.gateway.policy import DEFAULT_SMALL_MODELS, GatewayPolicy, ModelAllowlist
 
 # Where the gateway socket, the prompt and the launcher live inside the sandbox.
 RUN_DIR_IN_SANDBOX = "/run/agent-eval"
@@ -128,6 +129,37 @@ def workspace_env(config: EvalConfig, host_environ: Mapping[str, str]) -> tuple[
     resolved = resolve_env(config.execution.env, host_environ)
     kept = {k: v for k, v in resolved.items() if k not in MANAGED_KEYS}
     return kept, tuple(k for k in resolved if k in MANAGED_KEYS)
+
+
+# Variables that make the CLI ask for a model other than --model.
+MODEL_VARIABLES = (
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "CLAUDE_CODE_SUBAGENT_MODEL",
+)
+
+
+def gateway_models(config: EvalConfig, settings: RunSettings, host_environ: Mapping[str, str]) -> list[str]:
+    """The models a case's CLI may ask for: the skill and subagent models, the CLI's Haiku
+    (its Explore subagent), what the host, runner.env or execution.env name in the CLI's
+    model variables, and sandbox.gateway.models."""
+    environments = [host_environ, resolve_env(config.runner.env, host_environ),
+                    resolve_env(config.execution.env, host_environ)]
+    named = [env[key] for env in environments for key in MODEL_VARIABLES if env.get(key)]
+    return [m for m in (settings.model, settings.subagent_model, *DEFAULT_SMALL_MODELS, *named,
+                        *config.sandbox.gateway.models) if m]
+
+
+def gateway_policy(config: EvalConfig, settings: RunSettings, host_environ: Mapping[str, str]) -> GatewayPolicy:
+    gateway = config.sandbox.gateway
+    return GatewayPolicy(
+        models=ModelAllowlist.of(gateway_models(config, settings, host_environ)),
+        server_tools=frozenset(gateway.server_tools),
+        max_tokens_ceiling=gateway.max_tokens,
+    )
 
 
 def gateway_upstream_env(config: EvalConfig, host_environ: Mapping[str, str]) -> dict[str, str]:

@@ -34,6 +34,7 @@ from agent_eval_sandbox.hooks.interception import (
     Broker,
     CaseContext,
     ContainerSettings,
+    MeteredAnswerer,
     ToolHandlers,
     build_container_settings,
 )
@@ -300,6 +301,10 @@ class _InvocationRun:
                 answerer = AnthropicAnswerer({"ANTHROPIC_BASE_URL": self.hook_model_server.url,
                                               "ANTHROPIC_API_KEY": "agent-eval-sandbox-offline"})
         context = CaseContext.from_case_dir(self.invocation.cases[0].dir) if not self.ctx.config.is_batch else CaseContext()
+        if answerer is not None and self.channel is not None:
+            # The questions come from the sandbox and the calls use the host's credentials:
+            # each one is paid from the case's budget, through its gateway channel.
+            answerer = MeteredAnswerer(answerer, self.channel)
         self.broker = Broker(
             self.invocation.id,
             self.channel_dir / "broker.sock",

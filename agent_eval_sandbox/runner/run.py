@@ -122,11 +122,12 @@ def aggregate(entries: list[dict[str, Any]], *, mode: str, model: str | None, wa
 
 
 def _gateway(request: RunRequest, environ: dict[str, str]) -> ModelGateway:
+    policy = ac.gateway_policy(request.loaded.config, request.settings, environ)
     if request.offline:
         # Every channel gets its own scripted upstream; nothing leaves the host.
-        return ModelGateway("http://127.0.0.1:9", Credentials(api_key=OFFLINE_CREDENTIAL))
+        return ModelGateway("http://127.0.0.1:9", Credentials(api_key=OFFLINE_CREDENTIAL), policy=policy)
     upstream_env = ac.gateway_upstream_env(request.loaded.config, environ)
-    return ModelGateway(upstream_url_from_env(upstream_env), Credentials.from_env(upstream_env))
+    return ModelGateway(upstream_url_from_env(upstream_env), Credentials.from_env(upstream_env), policy=policy)
 
 
 def execute_run(request: RunRequest, *, console: Console, err_console: Console, show_progress: bool = True) -> RunOutcome:

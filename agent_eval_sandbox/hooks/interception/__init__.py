@@ -9,10 +9,11 @@ The runner's view:
 - `deny_filter(config)` -> the predicate of workspace paths left out of the container.
 - `Broker(...)` per case, on a unix socket mounted read-only into the
   container, logging to `cases/<id>/tool_decisions.jsonl`; `AnthropicAnswerer`
-  answers questions with the hook model.
+  answers questions with the hook model, `MeteredAnswerer` pays its calls from
+  the case's budget (its gateway channel).
 """
 
-from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
+from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer, MeteredAnswerer
 from agent_eval_sandbox.hooks.interception.broker import (
     DECISIONS_FILE_NAME,
     Broker,
@@ -58,6 +59,7 @@ __all__ = [
     "ContainerSettings",
     "Decision",
     "HandlersError",
+    "MeteredAnswerer",
     "PathDenyFilter",
     "ToolEvent",
     "ToolHandlers",

@@ -6,6 +6,11 @@ the container. The SDK's own retries are off; tenacity retries transient
 failures within the caller's time budget. Requests ask for temperature 0, as
 the reference does; a model that rejects `temperature` (newer models accept
 only the default) gets the request once more without it.
+
+The questions come from the sandbox (a forged event on the broker's socket is
+as good as the CLI's), and the calls are paid with the host's credentials:
+`MeteredAnswerer` makes each one reserve its worst case against the case's
+budget first and charges what it cost, through the case's gateway channel.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anthropic
 from tenacity import (
@@ -24,6 +30,10 @@ from tenacity import (
     wait_exponential,
 )
 
+from agent_eval_sandbox.gateway.budget import worst_case_usd
+from agent_eval_sandbox.gateway.ledger import Reservation
+from agent_eval_sandbox.gateway.pricing import price_for
+from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
 from agent_eval_sandbox.hooks.interception.decision import AnswerRequest
 from agent_eval_sandbox.model_api import RetryPolicy, is_transient
 
@@ -51,11 +61,25 @@ def client_from_env(environ: Mapping[str, str], *, timeout_s: float) -> anthropi
     )
 
 
-def first_text(message: Any) -> str:
+def first_text(message: Any) -> str | None:
     for block in getattr(message, "content", None) or []:
         if getattr(block, "type", None) == "text":
             return str(block.text)
-    raise ValueError("the model answered without text")
+    return None
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    text: str | None  # None: the model answered without text
+    model: str
+    usage: Usage | None
+
+
+def reply_of(message: Any, asked: str) -> ModelReply:
+    raw_usage = getattr(message, "usage", None)
+    usage = usage_from_api(raw_usage.model_dump()) if hasattr(raw_usage, "model_dump") else None
+    model = getattr(message, "model", None)
+    return ModelReply(first_text(message), model if isinstance(model, str) and model else asked, usage)
 
 
 def create_message(
@@ -120,7 +144,8 @@ class AnthropicAnswerer:
                 self._client = client_from_env(self._environ, timeout_s=30.0)
             return self._client
 
-    def __call__(self, request: AnswerRequest, timeout_s: float) -> str:
+    def reply(self, request: AnswerRequest, timeout_s: float) -> ModelReply:
+        """The model's answer with what it cost (usage), text or not."""
         client = self._get_client()
         if not (client.api_key or client.auth_token):
             raise RuntimeError("no credentials for the hook model: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN")
@@ -135,10 +160,71 @@ class AnthropicAnswerer:
             deadline=time.monotonic() + timeout_s,
             retry=self._retry,
         )
-        return first_text(message)
+        return reply_of(message, request.model)
+
+    def __call__(self, request: AnswerRequest, timeout_s: float) -> str:
+        return _text(self.reply(request, timeout_s))
 
     def close(self) -> None:
         with self._lock:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+def _text(reply: ModelReply) -> str:
+    if reply.text is None:
+        raise ValueError("the model answered without text")
+    return reply.text
+
+
+class Meter(Protocol):
+    """Where hook-model calls are paid from: the case's gateway channel (`gateway.Channel`)."""
+
+    def reserve_usd(self, amount_usd: float) -> Reservation | None: ...
+
+    def charge_call(self, reservation: Reservation, *, model: str, usage: Usage | None, at_least_usd: float = 0.0,
+                    error: str | None = None) -> float: ...
+
+
+class BudgetExhausted(RuntimeError):
+    """What is left of the case's budget cannot cover the call."""
+
+
+# The JSON around the prompt in the request body (model, max_tokens, message framing).
+_REQUEST_OVERHEAD_BYTES = 256
+
+
+class MeteredAnswerer:
+    """The hook model paid from the case's budget: each call reserves its worst case first.
+
+    The worst case is the budget's rule (`gateway.budget`): the request's size
+    at 3 bytes a token at the model's highest input rate, plus MAX_TOKENS of
+    output. An answer is charged by its usage; an error answer costs nothing; a
+    call that timed out or lost its connection may have run upstream and is
+    charged its reservation. When the budget cannot cover a call it raises,
+    and the decision falls back to its next tier, as on any error.
+    """
+
+    def __init__(self, answerer: AnthropicAnswerer, meter: Meter) -> None:
+        self._answerer = answerer
+        self._meter = meter
+
+    def __call__(self, request: AnswerRequest, timeout_s: float) -> str:
+        size = len(answer_prompt(request).encode()) + _REQUEST_OVERHEAD_BYTES
+        worst = worst_case_usd(size, MAX_TOKENS, price_for(request.model).price)
+        reservation = self._meter.reserve_usd(worst)
+        if reservation is None:
+            raise BudgetExhausted(f"the case's budget left cannot cover a hook-model call (up to ${worst:.6f})")
+        try:
+            reply = self._answerer.reply(request, timeout_s)
+        except anthropic.APIStatusError as exc:
+            self._meter.charge_call(reservation, model=request.model, usage=None, error=f"{type(exc).__name__}")
+            raise
+        except BaseException as exc:
+            self._meter.charge_call(reservation, model=request.model, usage=None, at_least_usd=worst,
+                                    error=f"{type(exc).__name__}: charged the reservation (the call may have run)")
+            raise
+        self._meter.charge_call(reservation, model=reply.model, usage=reply.usage,
+                                at_least_usd=worst if reply.usage is None else 0.0)
+        return _text(reply)

@@ -13,15 +13,22 @@ Wire protocol (one request per connection, the client half-closes after it):
     broker -> client:  {"decision": "allow"|"deny"|"pass", "reason": "...", "hook_output": {...}|null}
 
 Requests are bounded in size, in the time to arrive and in how many are
-served at once; whatever is wrong with one (too big, too slow, not JSON, not
-an event, a bug of ours) is a logged deny. A question reaches the broker
-twice (the managed gate hook, then the answering hook): the second time it
-gets the first answer, so the hook model is asked, and the decision logged,
-once.
+served at once (a connection over the cap is closed before a thread exists
+for it); whatever is wrong with one (too big, too slow, not JSON, not an
+event, a bug of ours) is a logged deny. A question reaches the broker twice
+(the managed gate hook, then the answering hook): the second time it gets the
+first answer, so the hook model is asked, and the decision logged, once.
+
+The socket is reachable by the agent's own tools, so every event may be
+forged: the hook model is asked at most `max_llm_calls` times a case (each
+call paid from the case's budget, see answerer.MeteredAnswerer), questions
+and records are size-capped (decision.py, decision_log.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -35,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from agent_eval_sandbox.hooks.interception.decision import (
     Answerer,
@@ -47,19 +54,24 @@ from agent_eval_sandbox.hooks.interception.decision import (
     decide,
     deny,
 )
+from agent_eval_sandbox.hooks.interception.decision_log import DecisionLog
 from agent_eval_sandbox.hooks.interception.handlers import (
     ASK_USER_QUESTION,
     ToolHandlers,
 )
-from agent_eval_sandbox.unix_socket import prepare_socket_path
+from agent_eval_sandbox.unix_socket import CappedUnixServer, prepare_socket_path
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_LINE = b"agent-eval-hook/1\n"
 DECISIONS_FILE_NAME = "tool_decisions.jsonl"
 _PREVIEW_BYTES = 2048
-_REMEMBERED_QUESTIONS = 256
+_REMEMBERED_QUESTIONS = 64
 _DRAIN_S = 1.0
+# Connections refused over the cap are counted; only the first few get a line of their own.
+LOGGED_REFUSED_CONNECTIONS = 10
+# Distinct warnings a case may print on the controller's terminal.
+MAX_WARNINGS = 20
 
 # (request, timeout_s) -> the hook model's raw reply; see answerer.AnthropicAnswerer.
 TimedAnswerer = Callable[[AnswerRequest, float], str]
@@ -70,13 +82,15 @@ class BrokerLimits:
     # Write/Edit events carry the whole file content.
     max_request_bytes: int = 16 * 1024 * 1024
     read_timeout_s: float = 10.0
+    # Connections open at once; more are closed unserved (their hook client denies).
     max_connections: int = 32
     # For one AskUserQuestion call (all its questions): under the client's
     # 110 s and the hook's 120 s, so a slow model degrades to the fallback.
     answer_budget_s: float = 90.0
     llm_timeout_s: float = 30.0
-    # Per case: the agent can reach the socket and could otherwise spend the hook model's budget.
-    max_llm_calls: int = 200
+    # Per case: the agent can reach the socket, and each call runs on the host's
+    # credentials (and is charged to the case's budget). A real case asks a few questions.
+    max_llm_calls: int = 20
 
 
 class RequestError(Exception):
@@ -145,30 +159,6 @@ def response(decision: Decision) -> dict[str, Any]:
     return {"decision": decision.kind, "reason": decision.reason, "hook_output": decision.hook_output()}
 
 
-class DecisionLog:
-    """Append-only JSON lines, one per decision, flushed as written."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        # Lone surrogates (from "\udcff" escapes in an event) are written back as escapes.
-        self._handle: TextIO | None = open(path, "a", encoding="utf-8", errors="backslashreplace")
-        self._lock = threading.Lock()
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with self._lock:
-            if self._handle is not None:
-                self._handle.write(line)
-                self._handle.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._handle is not None:
-                self._handle.close()
-                self._handle = None
-
-
 def read_request(sock: Any, limits: BrokerLimits) -> bytes:
     """The event bytes after the protocol line, read to EOF within the limits."""
     deadline = time.monotonic() + limits.read_timeout_s
@@ -196,10 +186,6 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         broker = self.server.broker
         started = time.monotonic()
-        if not broker.slots.acquire(blocking=False):
-            reply = broker.refuse(f"the broker is serving {broker.limits.max_connections} requests already", b"", started)
-            self._send(reply)
-            return
         broker.begin()
         try:
             try:
@@ -212,7 +198,6 @@ class _Handler(socketserver.BaseRequestHandler):
                 reply = broker.respond(raw, started)
             self._send(reply)
         finally:
-            broker.slots.release()
             broker.finish()
 
     def _send(self, reply: Mapping[str, Any]) -> None:
@@ -232,12 +217,21 @@ class _Handler(socketserver.BaseRequestHandler):
             log.debug("hook broker: the client went away before the answer", exc_info=True)
 
 
-class _BrokerServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+class _BrokerServer(CappedUnixServer):
+    # The CLI runs the hooks of parallel tool calls at once.
+    request_queue_size = 64
 
     def __init__(self, path: str, broker: Broker) -> None:
         self.broker = broker
-        super().__init__(path, _Handler)
+        super().__init__(path, _Handler, max_connections=broker.limits.max_connections)
+
+    def refuse(self, request: socket.socket) -> None:
+        reply = self.broker.connection_refused(self.open_connections)
+        # A fresh connection's send buffer is empty: a short answer goes out
+        # without blocking the accepting thread, or not at all (the client then denies).
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(json.dumps(reply).encode() + b"\n")
 
     def handle_error(self, request: object, client_address: object) -> None:
         log.debug("hook broker: case %s: connection error", self.broker.case_id, exc_info=True)
@@ -276,7 +270,6 @@ class Broker:
         self.env = dict(env)
         self.log_path = Path(log_path)
         self.limits = limits or BrokerLimits()
-        self.slots = threading.BoundedSemaphore(self.limits.max_connections)
         self._answerer = answerer
         self._warn = warn
         self._warned: set[str] = set()
@@ -284,6 +277,7 @@ class Broker:
         self._in_flight = 0
         self._decisions = 0
         self._llm_calls = 0
+        self._connections_refused = 0
         # A question's first answer, for the second hook that asks about the same call.
         self._answered: OrderedDict[tuple[str, str], Decision] = OrderedDict()
         self._ask_lock = threading.Lock()
@@ -323,11 +317,43 @@ class Broker:
             self._log.write(record)
 
     def _emit(self, warnings: tuple[str, ...]) -> None:
+        """Each distinct warning once, and at most MAX_WARNINGS a case: forged events can make
+        any number of distinct ones, and they go to the controller's terminal."""
         with self._lock:
             new = [w for w in dict.fromkeys(warnings) if w not in self._warned]
-            self._warned.update(new)
-        for warning in new:
+            room = MAX_WARNINGS - len(self._warned)
+            shown, silenced = new[:max(room, 0)], len(new) > room >= 0
+            self._warned.update(shown)
+            if silenced:
+                self._warned.add("")  # the room is gone for good: the note below is printed once
+        for warning in shown:
             self._warn(f"case {self.case_id}: {warning}")
+        if silenced:
+            self._warn(f"case {self.case_id}: more than {MAX_WARNINGS} hook warnings; the rest are in "
+                       f"{DECISIONS_FILE_NAME} only")
+
+    @property
+    def llm_calls(self) -> int:
+        """Hook-model calls started (or refused by the budget) so far."""
+        with self._lock:
+            return self._llm_calls
+
+    @property
+    def connections_refused(self) -> int:
+        with self._lock:
+            return self._connections_refused
+
+    def connection_refused(self, open_connections: int) -> dict[str, Any]:
+        """Count (and log the first few of) the connections closed over the cap; the deny to send."""
+        with self._lock:
+            self._connections_refused += 1
+            count = self._connections_refused
+        reason = (f"hook broker refused the connection: {open_connections} are open already "
+                  f"(cap {self.limits.max_connections})")
+        if count <= LOGGED_REFUSED_CONNECTIONS:
+            self._write(refusal_record(self.case_id, reason + "; further refusals are counted, not logged one by one",
+                                       b"", at=_now(), duration_ms=0))
+        return response(deny(reason))
 
     def refuse(self, error: str, raw: bytes, started: float) -> dict[str, Any]:
         """Deny a request that is not a decidable event, and log why."""
@@ -359,7 +385,9 @@ class Broker:
         answerer = self._budgeted_answerer()
         if event.tool_name != ASK_USER_QUESTION or event.tool_use_id is None:
             return decide(event, self.handlers, self.case, self.env, answerer), True
-        key = (event.tool_use_id, json.dumps(event.tool_input.get("questions"), sort_keys=True, default=str))
+        # A digest: the key must not hold a copy of what may be megabytes of questions.
+        questions = json.dumps(event.tool_input.get("questions"), sort_keys=True, default=str)
+        key = (event.tool_use_id, hashlib.sha256(questions.encode("utf-8", "replace")).hexdigest())
         with self._ask_lock:
             known = self._answered.get(key)
             if known is not None:
@@ -393,14 +421,19 @@ class Broker:
         """Stop accepting, let requests in flight finish (up to `grace_s`), remove the socket."""
         if self._server is None:
             return
-        self._server.shutdown()
-        self._server.server_close()
-        self._server = None
+        server, self._server = self._server, None
+        server.shutdown()
+        server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
         with self._lock:
             self._lock.wait_for(lambda: self._in_flight == 0, timeout=grace_s)
+        server.close_connections()
+        refused = self.connections_refused
+        if refused > LOGGED_REFUSED_CONNECTIONS:
+            self._write(refusal_record(self.case_id, f"hook broker refused {refused} connections in all over the cap "
+                                       f"of {self.limits.max_connections}", b"", at=_now(), duration_ms=0))
         if self._log is not None:
             self._log.close()
         self.socket_path.unlink(missing_ok=True)

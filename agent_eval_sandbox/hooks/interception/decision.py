@@ -25,6 +25,7 @@ container's: the agent cannot change what the checks see.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -41,6 +42,17 @@ from agent_eval_sandbox.hooks.interception.handlers import (
 )
 
 FALLBACK_ANSWER = "yes"
+# The CLI's AskUserQuestion takes 1-4 questions of 2-4 options (2.1.332); a forged
+# event on the broker's socket can hold anything, and a question can cost a
+# hook-model call. Twice the tool's own counts leaves room for a newer CLI.
+MAX_QUESTIONS = 8
+MAX_OPTIONS = 8
+# A call whose questions (as JSON) are larger is denied: the CLI's are a few hundred bytes.
+MAX_QUESTIONS_JSON_CHARS = 64 * 1024
+# Beyond these sizes a question is not sent to the hook model (tier 3 answers it).
+MAX_QUESTION_CHARS = 4096
+MAX_LABEL_CHARS = 1024
+MAX_DESCRIPTION_CHARS = 4096
 # What the hook model reads, under the names the reference labels them with.
 CASE_CONTEXT_FILES = (("input.yaml", INPUT_NAMES), ("answers.yaml", ANSWERS_NAMES))
 
@@ -240,6 +252,19 @@ def _override(handlers: ToolHandlers, question: str) -> tuple[str, str] | None:
     return entry, default_source
 
 
+def too_large_for_the_model(question: str, options: tuple[Option, ...]) -> str | None:
+    """Why a question is not sent to the hook model, or None."""
+    if len(question) > MAX_QUESTION_CHARS:
+        return f"the question has {len(question)} characters (at most {MAX_QUESTION_CHARS} go to the hook model)"
+    if len(options) > MAX_OPTIONS:
+        return f"the question has {len(options)} options (at most {MAX_OPTIONS} go to the hook model)"
+    for option in options:
+        if len(option.label) > MAX_LABEL_CHARS or len(option.description) > MAX_DESCRIPTION_CHARS:
+            return (f"an option's label or description is over {MAX_LABEL_CHARS} or {MAX_DESCRIPTION_CHARS} "
+                    "characters")
+    return None
+
+
 def _answer_one(
     question: str,
     options: tuple[Option, ...],
@@ -254,7 +279,10 @@ def _answer_one(
         return QuestionAnswer(question, override[0], "override", labels, source=override[1])
     model = handlers.hook_model or ""
     llm: dict[str, Any] = {}
-    if options and answerer is not None:
+    oversize = too_large_for_the_model(question, options)
+    if oversize is not None and options and answerer is not None:
+        llm = {"model": model, "error": f"not asked: {oversize}"}
+    elif options and answerer is not None:
         llm["model"] = model
         try:
             reply = answerer(AnswerRequest(question, options, handler.prompt, case.render(), model))
@@ -269,6 +297,11 @@ def _answer_one(
     return QuestionAnswer(question, fallback, "fallback", labels, **llm)
 
 
+def _short(text: str, limit: int = 200) -> str:
+    """A sandbox-chosen text as it may appear in a warning on the controller's terminal."""
+    return text if len(text) <= limit else f"{text[:limit]}…[{len(text)} chars]"
+
+
 def answer_questions(
     event: ToolEvent,
     index: int,
@@ -281,6 +314,13 @@ def answer_questions(
     questions = event.tool_input.get("questions")
     if not isinstance(questions, list) or not all(isinstance(q, dict) for q in questions):
         return deny("AskUserQuestion input has no list of questions to answer", **details)
+    if len(questions) > MAX_QUESTIONS:
+        return deny(f"AskUserQuestion input has {len(questions)} questions; at most {MAX_QUESTIONS} are answered",
+                    **details)
+    size = len(json.dumps(questions, default=str))
+    if size > MAX_QUESTIONS_JSON_CHARS:
+        return deny(f"AskUserQuestion input is {size} characters of questions; at most {MAX_QUESTIONS_JSON_CHARS} "
+                    "are answered", **details)
     answered: list[QuestionAnswer] = []
     warnings: list[str] = []
     for raw in questions:
@@ -290,8 +330,8 @@ def answer_questions(
         if answer.tier == "fallback":
             # Tiers 1 and 2 answer for this case; landing here hands the agent an arbitrary answer.
             warnings.append(
-                f"AskUserQuestion fallback: no case override and no LLM answer for {text!r} "
-                f"— defaulting to {answer.answer!r}"
+                f"AskUserQuestion fallback: no case override and no LLM answer for {_short(text)!r} "
+                f"— defaulting to {_short(answer.answer)!r}"
             )
         answered.append(answer)
     updated = {"questions": questions, "answers": {a.question: a.answer for a in answered}}

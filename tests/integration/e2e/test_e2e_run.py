@@ -68,11 +68,17 @@ def test_scripted_tool_call_changes_workspace_and_everything_is_collected(projec
 
 
 def test_case_over_budget_ends_with_budget_exhausted(project):
-    """The CLI's own --max-budget-usd (passed by the runner) stops the session."""
+    """The CLI's own --max-budget-usd (passed by the runner) stops the session.
+
+    The gateway's reservation bounds the input side by the request's size; the
+    scripted usage reports more input than the CLI's ~88 KB request can hold (as
+    a PDF could). The gateway admitted the request on its estimate and charges
+    what was reported; the CLI sees the cost over its budget and stops itself
+    before the next request, which the gateway never has to refuse."""
     _skill_project(project)
     project.eval_yaml("""
         name: e2e-budget
-        execution: {skill: scribe, arguments: "{task}", timeout: 120, max_budget_usd: 0.05}
+        execution: {skill: scribe, arguments: "{task}", timeout: 120, max_budget_usd: 0.25}
         models: {skill: claude-sonnet-4-6}
         runner: {permission_mode: bypassPermissions}
         dataset: {path: cases}
@@ -87,6 +93,7 @@ def test_case_over_budget_ends_with_budget_exhausted(project):
     entry = result.case_result("c1")
     assert entry["end_reason"] == "budget_exhausted" and "budget" in entry["limits_hit"]
     assert not any(t.strip() == "two" for t in result.tool_results("c1"))
+    assert entry["gateway"]["refused"] == 0 and entry["cli_cost_usd"] >= 0.25
 
 
 def test_gateway_stops_a_case_that_bypasses_the_cli_budget(project):
@@ -95,7 +102,7 @@ def test_gateway_stops_a_case_that_bypasses_the_cli_budget(project):
     _skill_project(project)
     project.eval_yaml("""
         name: e2e-gateway-budget
-        execution: {skill: scribe, arguments: "{task}", timeout: 180, max_budget_usd: 0.05}
+        execution: {skill: scribe, arguments: "{task}", timeout: 180, max_budget_usd: 0.5}
         models: {skill: claude-sonnet-4-6}
         runner: {permission_mode: bypassPermissions}
         dataset: {path: cases}
@@ -103,10 +110,13 @@ def test_gateway_stops_a_case_that_bypasses_the_cli_budget(project):
     nested = ("echo spend | claude -p --model claude-sonnet-4-6 --permission-mode bypassPermissions"
               " --output-format text; echo nested-exit=$?")
     # Every request (outer or nested) without assistant turns gets step 0: each
-    # nested CLI starts another one, until the gateway refuses.
+    # nested CLI starts another one, until the gateway refuses. Each request
+    # reserves ~$0.19 ($0.175 for its ~88 KB of input at most, 1,024 output tokens
+    # at least) and costs $0.06 (20k input tokens, within what its size allows):
+    # after a few, what is left cannot cover the next reservation.
     project.case("c1", {"task": "spend"}, script=[
-        {"tool": "Bash", "input": {"command": nested}, "usage": {"input_tokens": 8000, "output_tokens": 10}},
-        {"text": "outer done", "usage": {"input_tokens": 8000, "output_tokens": 10}},
+        {"tool": "Bash", "input": {"command": nested}, "usage": {"input_tokens": 20000, "output_tokens": 10}},
+        {"text": "outer done", "usage": {"input_tokens": 20000, "output_tokens": 10}},
     ])
     started = time.monotonic()
     result = project.run("--offline")
@@ -115,11 +125,14 @@ def test_gateway_stops_a_case_that_bypasses_the_cli_budget(project):
     entry = result.case_result("c1")
     assert entry["gateway"]["refused"] >= 1
     assert entry["end_reason"] == "budget_exhausted" and "budget" in entry["limits_hit"]
-    # the CLI's own accounting saw only its share; the gateway saw all of it
-    assert entry["gateway"]["spent_usd"] >= 0.05
-    assert (entry["cli_cost_usd"] or 0) < entry["gateway"]["spent_usd"]
+    # the CLI's own accounting saw only its share; the gateway saw all of it, and held the line:
+    # it stopped once the next request's worst case no longer fit, never past the budget
+    spent = entry["gateway"]["spent_usd"]
+    assert 0.5 - 0.2 < spent <= 0.5
+    assert (entry["cli_cost_usd"] or 0) < spent
     log = [json.loads(line) for line in (result.case("c1") / "gateway.jsonl").read_text().splitlines()]
     assert any(item.get("refused") for item in log)
+    assert all(item["cost_usd"] <= item["reserved_usd"] for item in log if item["outcome"] == "forwarded")
     assert elapsed < 150
 
 

@@ -24,7 +24,8 @@ from agent_eval_sandbox.gateway.sse import SSEDecoder, encode_event, message_eve
 from agent_eval_sandbox.gateway.usage import Usage
 
 SECRET = "sk-test-SECRET-socket"
-BODY = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
+# max_tokens covers the scripted usage below: the scripted server, like the API, bills no more output.
+BODY = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
 
 
 def uds_client(path: Path) -> httpx.Client:
@@ -125,8 +126,8 @@ def test_the_sdk_through_the_gateway_is_charged_from_json_usage(gateway, scripte
     # The SDK brings its own HTTP stack (httpx2), which takes the same transport options.
     http_client = httpx2.Client(transport=httpx2.HTTPTransport(uds=str(channel.socket_path)))
     client = anthropic.Anthropic(base_url="http://gateway", api_key="placeholder", http_client=http_client)
-    message = client.messages.create(model="claude-haiku-4-5", max_tokens=10, messages=BODY["messages"])
-    with client.messages.stream(model="claude-haiku-4-5", max_tokens=10, messages=BODY["messages"]) as stream:
+    message = client.messages.create(model="claude-haiku-4-5", max_tokens=100, messages=BODY["messages"])
+    with client.messages.stream(model="claude-haiku-4-5", max_tokens=100, messages=BODY["messages"]) as stream:
         streamed = stream.get_final_message()
     client.close()
     channel.close()
@@ -152,7 +153,9 @@ def test_an_unknown_model_is_charged_the_top_price_and_the_log_says_so(gateway, 
 
 
 def test_cases_are_told_apart_by_socket(gateway, tmp_path, read_log):
-    poor = gateway.open_channel("poor", tmp_path / "a" / "g.sock", 0.001, tmp_path / "a.jsonl")
+    # Enough for one request's reservation ($0.0017: ~34 input tokens at $6 and 100 output at $15 per MTok);
+    # the scripted answer then costs $0.0045, so the second is refused.
+    poor = gateway.open_channel("poor", tmp_path / "a" / "g.sock", 0.003, tmp_path / "a.jsonl")
     rich = gateway.open_channel("rich", tmp_path / "b" / "g.sock", 1.0, tmp_path / "b.jsonl")
     with uds_client(poor.socket_path) as a, uds_client(rich.socket_path) as b:
         assert a.post("/v1/messages", json=BODY).status_code == 200
@@ -325,9 +328,10 @@ def test_a_connection_that_outlives_its_channel_gets_nothing_through(gateway, sc
     with uds_client(channel.socket_path) as client:
         assert client.post("/v1/messages", json=BODY).status_code == 200
         channel.close()
-        late = client.post("/v1/messages", json=BODY)  # same keep-alive connection
-    assert late.status_code == 503
-    assert len(scripted.requests) == 1
+        # Its keep-alive connection was dropped with the channel, and the socket is gone.
+        with pytest.raises(httpx.ConnectError):
+            client.post("/v1/messages", json=BODY)
+    assert len(scripted.requests) == 1 and channel.open_connections == 0
 
 
 def test_a_loopback_upstream_ignores_proxy_settings(scripted, tmp_path, monkeypatch):

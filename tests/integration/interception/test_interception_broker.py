@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.gateway import ScriptedModelServer
-from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
+from agent_eval_sandbox.gateway import Channel, Credentials, ModelGateway, ScriptedModelServer
+from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer, MeteredAnswerer
 from agent_eval_sandbox.hooks.interception.broker import PROTOCOL_LINE, BrokerLimits
 from agent_eval_sandbox.hooks.interception.decision import CaseContext
 from agent_eval_sandbox.model_api import RetryPolicy
@@ -228,14 +228,43 @@ def test_a_request_that_never_finishes_is_cut_off(start_broker):
     assert reply["decision"] == "deny" and "did not arrive within 0.5 s" in reply["reason"]
 
 
-def test_connections_beyond_the_limit_are_denied(start_broker):
+def test_connections_beyond_the_limit_are_closed_at_once_and_the_client_denies(start_broker):
     harness = start_broker(handlers_of(JIRA), limits=BrokerLimits(max_connections=1, read_timeout_s=5))
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as hog:
         hog.connect(str(harness.socket))  # holds the only slot while the broker waits for its request
         time.sleep(0.2)
+        started = time.monotonic()
         result = run_client(harness.socket, pre_tool_use("Bash", {"command": "ls"}))
-    assert result.permission == "deny"
-    assert "serving 1 requests already" in result.output["hookSpecificOutput"]["permissionDecisionReason"]
+        assert time.monotonic() - started < 4  # not held until the hog's read timeout
+    # The broker's own deny, or the client's if the broker closed before it read the answer: a deny.
+    assert result.returncode == 2 and result.permission == "deny"
+    assert harness.broker.connections_refused == 1
+    record = harness.records()[0]
+    assert record["decision"] == "deny" and "1 are open already (cap 1)" in record["reason"]
+
+
+def test_a_connection_flood_gets_no_threads_and_a_bounded_log(start_broker):
+    harness = start_broker(handlers_of(JIRA), limits=BrokerLimits(max_connections=4, read_timeout_s=30))
+    threads_before = threading.active_count()
+    hogs = []
+    for _ in range(300):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(harness.socket))
+        hogs.append(sock)
+    deadline = time.monotonic() + 10
+    while harness.broker.connections_refused < 296 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert harness.broker.connections_refused == 296
+    assert threading.active_count() - threads_before <= 4 + 1
+    for sock in hogs:
+        sock.close()
+    time.sleep(0.3)
+    assert run_client(harness.socket, pre_tool_use("Bash", {"command": "ls"})).returncode == 0  # served again
+    harness.broker.close()
+    refusals = [r for r in harness.records() if r["error"] and "connection" in r["error"]]
+    assert len(refusals) == 11 and "296 connections in all" in refusals[-1]["error"]
+    # The 4 it served waited for a request that never came: each a logged deny of its own.
+    assert sum("protocol line is missing" in (r["error"] or "") for r in harness.records()) == 4
 
 
 def test_concurrent_requests_are_all_decided(start_broker):
@@ -402,3 +431,112 @@ def test_the_client_is_fast(start_broker):
     elapsed = sorted(run_client(harness.socket, pre_tool_use("Read", {"file_path": "x"}, f"t{n}")).elapsed_s for n in range(5))
     # It runs before every tool call: interpreter start + one round trip (median, on a noisy 2-vCPU VM).
     assert elapsed[2] < 0.5, elapsed
+
+
+# --- what a forged question can cost -----------------------------------------------------------
+
+
+@pytest.fixture
+def case_channel(sock_dir, tmp_path):
+    """The case's gateway channel, which pays for the hook model's calls."""
+    gateways: list[ModelGateway] = []
+
+    def open_channel(budget: float) -> Channel:
+        gateway = ModelGateway("http://127.0.0.1:9", Credentials(api_key="sk-host-test-key"))
+        gateways.append(gateway)
+        return gateway.open_channel("case-1", sock_dir / "gateway.sock", budget, tmp_path / "gateway.jsonl")
+
+    yield open_channel
+    for gateway in gateways:
+        gateway.close()
+
+
+def _gateway_log(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "gateway.jsonl").read_text().splitlines()]
+
+
+def test_hook_model_calls_are_paid_from_the_cases_budget(start_broker, write_script, case_channel, tmp_path):
+    script = write_script({"advance": "per_request",
+                           "steps": [{"text": "Normal", "usage": {"input_tokens": 200, "output_tokens": 5}}] * 3})
+    channel = case_channel(1.0)
+    with ScriptedModelServer(script) as model:
+        answerer = AnthropicAnswerer({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "k"})
+        harness = start_broker(handlers_of(ASK, hook_model="claude-haiku-4-5"),
+                               answerer=MeteredAnswerer(answerer, channel))
+        for n in range(3):
+            result = run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [QUESTION]}, f"q{n}"))
+            assert result.output["hookSpecificOutput"]["updatedInput"]["answers"][QUESTION["question"]] == "Normal"
+    channel.close()
+    # haiku 4.5: 200 in (the ~700-byte prompt) at $1 + 5 out at $5 per MTok, three times.
+    assert channel.spent_usd == pytest.approx(3 * 0.000225) and channel.reserved_usd == 0
+    calls = [r for r in _gateway_log(tmp_path) if r["outcome"] == "hook_model"]
+    assert [r["cost_usd"] for r in calls] == [pytest.approx(0.000225)] * 3
+    assert all(0 < r["cost_usd"] <= r["reserved_usd"] for r in calls)
+
+
+def test_a_budget_that_cannot_cover_the_hook_model_falls_back_without_a_call(start_broker, write_script,
+                                                                           case_channel, tmp_path):
+    script = write_script([{"text": "Normal"}])
+    channel = case_channel(0.0001)  # less than one call's worst case (~$0.0018 for haiku)
+    with ScriptedModelServer(script) as model:
+        answerer = AnthropicAnswerer({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "k"})
+        harness = start_broker(handlers_of(ASK, hook_model="claude-haiku-4-5"),
+                               answerer=MeteredAnswerer(answerer, channel))
+        result = run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [QUESTION]}))
+        assert model.requests == []
+    channel.close()
+    assert result.output["hookSpecificOutput"]["updatedInput"]["answers"][QUESTION["question"]] == "High"
+    details = harness.records()[0]["answer_details"][0]
+    assert details["tier"] == "fallback" and "BudgetExhausted" in details["error"]
+    assert channel.spent_usd == 0
+
+
+def test_forged_questions_are_capped_and_the_hook_model_asked_at_most_twenty_times(start_broker, write_script,
+                                                                                    case_channel, tmp_path):
+    script = write_script({"advance": "per_request", "steps": [{"text": "Normal"}] * 40})
+    channel = case_channel(10.0)
+    huge = {**QUESTION, "question": "Q" * 600_000}
+    with ScriptedModelServer(script) as model:
+        answerer = AnthropicAnswerer({"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "k"})
+        harness = start_broker(handlers_of(ASK), answerer=MeteredAnswerer(answerer, channel))
+        too_big = run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [huge]}, "big"))
+        too_many = run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [QUESTION] * 9}, "many"))
+        long_text = {**QUESTION, "question": "Why? " * 1000}  # 5,000 characters: answered, not sent to the model
+        not_sent = run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [long_text]}, "long"))
+        for n in range(25):
+            run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [QUESTION]}, f"forged-{n}"))
+        served_count = len(served(model, 20))
+    channel.close()
+    assert too_big.permission == "deny" and "characters of questions" in too_big.stderr
+    assert too_many.permission == "deny" and "9 questions; at most 8" in too_many.stderr
+    assert not_sent.permission == "allow"
+    records = harness.records()
+    assert "not asked: the question has 5000 characters" in records[2]["answer_details"][0]["error"]
+    assert served_count == 20 and harness.broker.llm_calls == 20
+    tiers = [r["answer_details"][0]["tier"] for r in records[3:]]
+    assert tiers.count("llm") == 20 and tiers.count("fallback") == 5
+    assert len([r for r in _gateway_log(tmp_path) if r["outcome"] == "hook_model"]) == 20
+    # The forged 600,000-character question left a bounded line in the decision log.
+    big_line = harness.broker.log_path.read_text().splitlines()[0]
+    assert len(big_line) < 64 * 1024 and "[truncated: 600000 chars]" in big_line
+
+
+def test_a_huge_event_leaves_a_truncated_record(start_broker):
+    harness = start_broker(handlers_of(JIRA))
+    content = "z" * (12 * 1024 * 1024)
+    result = run_client(harness.socket, pre_tool_use("Write", {"file_path": "/workspace/big", "content": content}))
+    assert result.returncode == 0  # no handler for Write: pass, as before
+    harness.broker.close()
+    (line,) = harness.broker.log_path.read_text().splitlines()
+    record = json.loads(line)
+    assert len(line) < 16 * 1024 and record["tool_input"]["file_path"] == "/workspace/big"
+    assert record["tool_input"]["content"].endswith(f"…[truncated: {len(content)} chars]")
+
+
+def test_forged_events_print_a_bounded_number_of_warnings(start_broker):
+    harness = start_broker(handlers_of(ASK))  # no hook model: every question lands on the fallback, with a warning
+    for n in range(30):
+        question = {**QUESTION, "question": f"Forged question {n}?"}
+        run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [question]}, f"toolu_w{n}"))
+    assert len(harness.warnings) == 21 and "more than 20 hook warnings" in harness.warnings[-1]
+    assert len(harness.records()) == 30

@@ -319,11 +319,28 @@ def test_sandbox_block_overrides(write_eval):
         ("sandbox: {memory: lots}", "not a size"),
         ("sandbox: {user: root}", "sandbox.user must be a numeric uid"),
         ("sandbox: {pids: 2}", "sandbox.pids"),
+        ("sandbox: {gateway: {model: [x]}}", "sandbox.gateway.model is not a gateway setting; the keys are models"),
+        ("sandbox: {gateway: {server_tools: [web_browse]}}",
+         "'web_browse' is not a server tool kind; use some of \\['web_search', 'web_fetch', 'code_execution'"),
+        ("sandbox: {gateway: {max_tokens: 100}}", "sandbox.gateway.max_tokens"),
+        ("sandbox: {gateway: {models: ['']}}", "sandbox.gateway.models entries must be non-empty"),
+        ("sandbox: {gateway: [web_search]}", "sandbox.gateway"),
     ],
 )
 def test_sandbox_block_errors(write_eval, snippet, needle):
     with pytest.raises(ConfigError, match=needle):
         load_eval_config(write_eval(snippet + "\n"))
+
+
+def test_the_gateway_block(write_eval):
+    gateway = load_eval_config(write_eval("""
+        sandbox:
+          gateway: {models: [claude-opus-4-6], server_tools: [web_search, mcp], max_tokens: 64000}
+    """)).config.sandbox.gateway
+    assert gateway.models == ["claude-opus-4-6"] and gateway.server_tools == ["web_search", "mcp"]
+    assert gateway.max_tokens == 64000
+    default = load_eval_config(write_eval("sandbox: {gateway: null}\n")).config.sandbox.gateway
+    assert default.models == [] and default.server_tools == [] and default.max_tokens == 128_000
 
 
 def test_permissions_mixed_forms(write_eval):

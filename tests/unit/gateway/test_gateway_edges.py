@@ -8,6 +8,7 @@ from agent_eval_sandbox.gateway.gateway import (
     client_headers,
     upstream_headers,
 )
+from agent_eval_sandbox.gateway.policy import GatewayPolicy
 from agent_eval_sandbox.gateway.routes import Route, classify, split_target
 from agent_eval_sandbox.inside.forwarder import parse_listen
 
@@ -29,7 +30,8 @@ CLI_HEADERS = [
 
 
 def test_upstream_headers_replace_the_clients_auth_with_the_hosts():
-    headers = upstream_headers(CLI_HEADERS, Credentials(api_key="sk-real"))
+    headers, dropped = upstream_headers(CLI_HEADERS, Credentials(api_key="sk-real"))
+    assert dropped == []
     assert headers["x-api-key"] == "sk-real"
     assert "authorization" not in headers and "cookie" not in headers and "host" not in headers
     assert "x-forwarded-for" not in headers
@@ -39,8 +41,26 @@ def test_upstream_headers_replace_the_clients_auth_with_the_hosts():
 
 
 def test_auth_token_becomes_a_bearer_header():
-    headers = upstream_headers(CLI_HEADERS, Credentials(auth_token="tok"))
+    headers, _ = upstream_headers(CLI_HEADERS, Credentials(auth_token="tok"))
     assert headers["authorization"] == "Bearer tok" and "x-api-key" not in headers
+
+
+CLI_BETAS = ("claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,"
+             "thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,effort-2025-11-24,"
+             "thinking-display-updates-2026-08-18")
+
+
+def test_upstream_headers_pass_the_clis_betas_and_drop_the_reaching_ones():
+    incoming = [("anthropic-beta", CLI_BETAS), ("Anthropic-Beta", "mcp-client-2025-11-20, web-fetch-2025-09-10"),
+                ("anthropic-beta", "files-api-2025-04-14")]
+    headers, dropped = upstream_headers(incoming, Credentials(api_key="k"), GatewayPolicy())
+    assert headers["anthropic-beta"] == CLI_BETAS
+    assert dropped == ["mcp-client-2025-11-20", "web-fetch-2025-09-10", "files-api-2025-04-14"]
+    opted_in = GatewayPolicy(server_tools=frozenset({"mcp"}))
+    headers, dropped = upstream_headers(incoming, Credentials(api_key="k"), opted_in)
+    assert headers["anthropic-beta"] == CLI_BETAS + ",mcp-client-2025-11-20"
+    only_reaching = upstream_headers([("anthropic-beta", "web-search-2025-03-05")], Credentials(api_key="k"))[0]
+    assert "anthropic-beta" not in only_reaching
 
 
 def test_client_headers_drop_framing_and_cookies():

@@ -60,3 +60,13 @@ def test_ids_are_well_formed_and_unique():
 def test_exhausted_step_is_a_final_text():
     step = exhausted_step(3, 2)
     assert step.calls == [] and "exhausted" in step.text and "3" in step.text
+
+
+def test_reported_output_never_exceeds_the_requests_max_tokens():
+    """As the API: a gateway that lowered max_tokens to fit a budget must not be billed past it."""
+    step = Step(text="x", usage=Usage(input_tokens=1000, output_tokens=20000))
+    message = reply_message(step, {**REQUEST, "max_tokens": 1500})
+    assert message["usage"]["output_tokens"] == 1500 and message["usage"]["input_tokens"] == 1000
+    assert reply_message(step, {**REQUEST, "max_tokens": 30000})["usage"]["output_tokens"] == 20000
+    unbounded = {k: v for k, v in REQUEST.items() if k != "max_tokens"}
+    assert reply_message(step, unbounded)["usage"]["output_tokens"] == 20000

@@ -161,6 +161,43 @@ def test_a_question_input_without_questions_is_denied():
     assert decision.kind == "deny" and "no list of questions" in decision.reason
 
 
+def test_more_questions_than_the_tool_allows_are_denied_without_asking():
+    answerer = FakeAnswerer()
+    decision = decide(ask(*[QUESTION] * 9), handlers(ASK), CASE, {}, answerer)
+    assert decision.kind == "deny" and "9 questions; at most 8" in decision.reason and answerer.requests == []
+    assert decide(ask(*[QUESTION] * 8), handlers(ASK), CASE, {}, None).kind == "allow"
+
+
+def test_questions_larger_than_a_real_call_are_denied():
+    huge = {**QUESTION, "question": "Q" * 600_000}
+    decision = decide(ask(huge), handlers(ASK), CASE, {}, FakeAnswerer())
+    assert decision.kind == "deny" and "characters of questions" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("question", "why"),
+    [
+        ({**QUESTION, "question": "?" * 4097}, "4097 characters"),
+        ({**QUESTION, "options": [{"label": f"L{n}"} for n in range(9)]}, "9 options"),
+        ({**QUESTION, "options": [{"label": "L" * 1025}, {"label": "M"}]}, "label or description"),
+        ({**QUESTION, "options": [{"label": "A", "description": "d" * 4097}, {"label": "B"}]}, "label or description"),
+    ],
+)
+def test_an_oversized_question_is_answered_without_the_hook_model(question, why):
+    answerer = FakeAnswerer("Normal")
+    decision = decide(ask(question), handlers(ASK), CASE, {}, answerer)
+    (answer,) = decision.answers
+    assert decision.kind == "allow" and answerer.requests == []
+    assert answer.tier == "fallback" and answer.error.startswith("not asked:") and why in answer.error
+
+
+def test_a_fallback_warning_quotes_a_long_question_shortly():
+    question = {**QUESTION, "question": "W" * 3000}
+    decision = decide(ask(question), handlers(ASK), CASE, {}, None)
+    (warning,) = decision.warnings
+    assert len(warning) < 400 and "[3000 chars]" in warning
+
+
 # --- Bash ------------------------------------------------------------------------
 
 
