@@ -194,14 +194,14 @@ def host_processes_matching(marker: str) -> list[str]:
 
 
 def run_attack(project: EvalProject, runtime: str, label: str, *args: str,
-               env: dict[str, str] | None = None, timeout: float = 600) -> AttackRun:
+               env: dict[str, str] | None = None, timeout: float = 600, wrapper: tuple[str, ...] = ()) -> AttackRun:
     """Run the project's eval once under `runtime`, then prove nothing of it is left."""
     # The eval itself names the runtime (see write_eval): a run under the wrong one proves nothing.
     assert f"runtime: {runtime}" in (project.root / "eval.yaml").read_text()
     run_id = new_run_id(label, runtime)
     strays_before = stray_tasks()
     started = time.monotonic()
-    result = project.run("--run-id", run_id, *args, env=env, timeout=timeout)
+    result = project.run("--run-id", run_id, *args, env=env, timeout=timeout, wrapper=wrapper)
     wall = time.monotonic() - started
     assert result.process.returncode in (0, 1), result.process.stderr[-3000:]
     assert "Traceback" not in result.process.stderr, result.process.stderr[-3000:]

@@ -29,11 +29,8 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import secrets
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -144,17 +141,6 @@ class ControllerSampler:
         self._thread.join(timeout=5)
 
 
-@contextmanager
-def soft_nofile(limit: int) -> Iterator[None]:
-    """Children started meanwhile (the controller) inherit a soft descriptor limit of `limit`."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
 @pytest.fixture(scope="module")
 def budget_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> dict[str, Any]:
     project = make_project(tmp_path_factory, "budget", runtime)
@@ -180,8 +166,11 @@ def budget_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> dict[s
     upstream = ScriptedModelServer(parse_script(_upstream_steps())).start()
     env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": upstream.url}
     try:
-        with soft_nofile(CONTROLLER_NOFILE), ControllerSampler(f"atk-budget-{runtime}-") as sampler:
-            run = run_attack(project, runtime, "budget", env=env, timeout=900)
+        # Hard and soft: the controller raises its soft limit as far as the hard one allows,
+        # and the attack must meet it at the common default of 1024.
+        with ControllerSampler(f"atk-budget-{runtime}-") as sampler:
+            run = run_attack(project, runtime, "budget", env=env, timeout=900,
+                             wrapper=("prlimit", f"--nofile={CONTROLLER_NOFILE}:{CONTROLLER_NOFILE}", "--"))
     finally:
         upstream.close()
     return {"run": run, "served": upstream.requests, "sampler": sampler, "key": key}

@@ -63,11 +63,13 @@ class EvalProject:
             target.write_text(content)
         return case_dir
 
-    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> RunResult:
+    def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 600,
+            wrapper: tuple[str, ...] = ()) -> RunResult:
+        """`wrapper` goes before the command (e.g. `prlimit --nofile=1024:1024 --`)."""
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
         full_env.update(env or {})
         process = subprocess.run(
-            [sys.executable, "-m", "agent_eval_sandbox", "run", str(self.root / "eval.yaml"),
+            [*wrapper, sys.executable, "-m", "agent_eval_sandbox", "run", str(self.root / "eval.yaml"),
              "--runs-dir", str(self.runs), "--json", *args],
             capture_output=True, text=True, timeout=timeout, env=full_env, cwd=self.root,
         )
