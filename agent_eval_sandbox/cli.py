@@ -22,7 +22,8 @@ import click
 
 from agent_eval_sandbox import __version__
 from agent_eval_sandbox.config.dataset import Dataset, load_dataset
-from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
+from agent_eval_sandbox.app.validate import load_checked
+from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import (
     CliOverrides,
     RunSettings,
@@ -30,7 +31,7 @@ from agent_eval_sandbox.config.settings import (
     resolve_run_settings,
 )
 from agent_eval_sandbox.errors import UserError
-from agent_eval_sandbox.hooks.interception import compile_handlers
+from agent_eval_sandbox.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
 
 EXIT_USAGE = 2
@@ -71,7 +72,7 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def load_with_warnings(eval_yaml: Path) -> LoadedConfig:
-    loaded = load_eval_config(eval_yaml)
+    loaded = load_checked(eval_yaml)
     for warning in loaded.warnings:
         _warn(warning)
     return loaded
@@ -239,9 +240,9 @@ def _execute(
 ) -> None:
     from rich.console import Console
 
+    from agent_eval_sandbox.app.run import RunRequest, execute_run
+    from agent_eval_sandbox.rundir.layout import new_run_id, runs_base, validate_run_id
     from agent_eval_sandbox.runner.display import status_table
-    from agent_eval_sandbox.runner.run import RunRequest, execute_run
-    from agent_eval_sandbox.runner.rundir import new_run_id, runs_base, validate_run_id
 
     request = RunRequest(
         loaded=loaded,
@@ -251,25 +252,24 @@ def _execute(
         runs_base=runs_base(runs_dir, os.environ),
         run_id=validate_run_id(run_id) if run_id else new_run_id(),
         offline=offline,
-        project_root=loaded.root,
         claude_version=claude_version,
         rebuild_image=rebuild_image,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
     err_console = Console(stderr=True, soft_wrap=True)
-    outcome = execute_run(request, console=console, err_console=err_console, show_progress=not as_json)
+    outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
     score = outcome.score
     assert score is not None
     if as_json:
-        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result,
+        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
                                "score": score.to_json()}, indent=2, default=str))
         sys.exit(score.exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
     result = outcome.result
     console.print(
-        f"{result['num_cases']} case(s), {result['wall_clock_s']:.1f}s wall clock, "
-        f"${result['cost_usd']:.4f}; results in {outcome.run_dir.root}",
+        f"{result.num_cases} case(s), {result.wall_clock_s:.1f}s wall clock, "
+        f"${result.cost_usd:.4f}; results in {outcome.run_dir.root}",
         highlight=False,
     )
     _print_score(score)
@@ -305,7 +305,7 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
 def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
           as_json: bool) -> None:
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
-    from agent_eval_sandbox.judges.scoring import score_run
+    from agent_eval_sandbox.app.score import score_run
 
     result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
                        parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)))
@@ -332,7 +332,7 @@ def report(run_dir: Path, as_json: bool) -> None:
 @handle_errors
 def compile_handlers_command(eval_yaml: Path, output: Path | None, llm: bool) -> None:
     """Write tool_handlers.yaml (the compiled inputs.tools) for review; runs use it as is."""
-    from agent_eval_sandbox.hooks.interception import write_handlers
+    from agent_eval_sandbox.interception import write_handlers
 
     click.echo(f"wrote {write_handlers(load_with_warnings(eval_yaml), output, llm=llm)}")
 
@@ -371,7 +371,11 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
     from rich.console import Console
 
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
-    from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image, exec_only_binaries
+    from agent_eval_sandbox.sandbox.image import (
+        ImageSettings,
+        ensure_sandbox_image,
+        exec_only_binaries,
+    )
 
     settings = ImageSettings(image=prebuilt, base_image=base_image,
                              claude_version=claude_version or DEFAULT_CLAUDE_VERSION,

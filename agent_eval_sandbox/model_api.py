@@ -4,9 +4,17 @@ worth another try. The agent's calls go through the gateway instead."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anthropic
+
+
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """Where the host's calls go when not the SDK's environment (an offline run's scripted server)."""
+
+    base_url: str
+    api_key: str = field(repr=False)
 
 
 @dataclass(frozen=True)

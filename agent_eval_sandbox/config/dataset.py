@@ -19,8 +19,6 @@ from agent_eval_sandbox.errors import DatasetError
 INPUT_NAMES = ("input.yaml", "input.yml", "input.json")
 ANSWERS_NAMES = ("answers.yaml", "answers.yml")
 ANNOTATIONS_NAMES = ("annotations.yaml", "annotations.yml")
-# Files with a role of their own: never treated as workspace companion files.
-MODEL_SCRIPT_NAME = "model_script.yaml"
 
 
 @dataclass(frozen=True)

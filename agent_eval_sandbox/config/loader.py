@@ -17,7 +17,6 @@ from agent_eval_sandbox.config.models import (
 from agent_eval_sandbox.config.templating import check_syntax
 from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 from agent_eval_sandbox.errors import ConfigError
-from agent_eval_sandbox.judges.validate import validate_judges
 
 # Keys of the agent-eval-harness format that this project accepts but does not act on.
 NOT_IMPLEMENTED = {
@@ -230,5 +229,4 @@ def load_eval_config(path: Path | str) -> LoadedConfig:
     warnings += _unknown_key_warnings({k: v for k, v in data.items() if k != "thresholds"}, config)
     warnings += _threshold_key_warnings(data.get("thresholds"))
     warnings += _semantic_warnings(config)
-    warnings += validate_judges(config, root=path.parent.resolve(), source=path)
     return LoadedConfig(config=config, path=path.resolve(), warnings=[f"{path}: {w}" for w in warnings])

@@ -21,6 +21,9 @@ from pydantic import (
     model_validator,
 )
 
+from agent_eval_sandbox.sandbox import defaults
+from agent_eval_sandbox.sandbox.defaults import parse_size
+
 EXECUTION_MODES = ("case", "batch")
 CLAUDE_EFFORTS = ("low", "medium", "high", "xhigh", "max")
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "auto", "dontAsk", "bypassPermissions")
@@ -448,22 +451,6 @@ class GatewayConfig(BaseModel):
         return value
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-
-
-def parse_size(value: str | int) -> int:
-    """'512m', '2g', '1GiB', '1048576' -> bytes (binary multiples, like Docker)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a size: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _SIZE_RE.match(str(value))
-    if not match:
-        raise ValueError(f"not a size: {value!r} (use e.g. 512m or 2g)")
-    number, unit = float(match.group(1)), match.group(2).lower()
-    return int(number * 1024 ** " kmgt".index(unit or " "))
-
-
 class SandboxConfig(Model):
     """This project's own block: how each case's container is built and confined."""
 
@@ -472,19 +459,19 @@ class SandboxConfig(Model):
     base_image: str | None = None
     claude_version: str | None = None
     runtime: str | None = None
-    network: Literal["none"] = "none"
-    cpus: float = Field(default=1.0, gt=0)
-    memory: str = "2g"
-    pids: int = Field(default=512, ge=16)
-    disk: str = "1g"
-    tmp_size: str = "256m"
-    home_size: str = "256m"
-    user: str = "1000:1000"
-    read_only_root: bool = True
-    no_new_privileges: bool = True
-    cap_drop: list[str] = Field(default_factory=lambda: ["ALL"])
-    cap_add: list[str] = Field(default_factory=list)
-    init: bool = True
+    network: Literal["none"] = defaults.NETWORK
+    cpus: float = Field(default=defaults.CPUS, gt=0)
+    memory: str = defaults.MEMORY
+    pids: int = Field(default=defaults.PIDS, ge=defaults.MIN_PIDS)
+    disk: str = defaults.DISK
+    tmp_size: str = defaults.TMP_SIZE
+    home_size: str = defaults.HOME_SIZE
+    user: str = defaults.USER
+    read_only_root: bool = defaults.READ_ONLY_ROOT
+    no_new_privileges: bool = defaults.NO_NEW_PRIVILEGES
+    cap_drop: list[str] = Field(default_factory=lambda: list(defaults.CAP_DROP))
+    cap_add: list[str] = Field(default_factory=lambda: list(defaults.CAP_ADD))
+    init: bool = defaults.INIT
     filesystem: FilesystemPolicy = Field(default_factory=FilesystemPolicy)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 

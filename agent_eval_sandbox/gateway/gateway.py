@@ -34,11 +34,16 @@ import httpx
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.api_errors import error_body
 from agent_eval_sandbox.gateway.budget import BYTES_PER_TOKEN, Admission, limited_body
+from agent_eval_sandbox.gateway.conversation import ConversationRecord
 from agent_eval_sandbox.gateway.credentials import Credentials, checked_upstream_url
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
-from agent_eval_sandbox.gateway.conversation import ConversationRecord
 from agent_eval_sandbox.gateway.ledger import Ledger, Reservation
-from agent_eval_sandbox.gateway.policy import GatewayPolicy, Refusal, check_request, filter_betas
+from agent_eval_sandbox.gateway.policy import (
+    GatewayPolicy,
+    Refusal,
+    check_request,
+    filter_betas,
+)
 from agent_eval_sandbox.gateway.pricing import cost_usd, price_for
 from agent_eval_sandbox.gateway.request_log import (
     LogRecord,

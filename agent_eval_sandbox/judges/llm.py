@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
@@ -20,7 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from agent_eval_sandbox.judges.results import Sample
 from agent_eval_sandbox.judges.verdict import Scale, read_verdict
-from agent_eval_sandbox.model_api import RetryPolicy, is_transient
+from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy, is_transient
 
 MAX_TOKENS = 4096
 REQUEST_TIMEOUT_S = 300.0
@@ -36,18 +35,10 @@ def _api_error_text(exc: anthropic.AnthropicError) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-@dataclass(frozen=True)
-class JudgeEndpoint:
-    """Where judge models are called when not the SDK's environment (offline runs)."""
-
-    base_url: str
-    api_key: str = field(repr=False)
-
-
 class ModelJudge:
     """Calls judge models; one client shared by the scoring threads."""
 
-    def __init__(self, retry: RetryPolicy | None = None, *, endpoint: JudgeEndpoint | None = None) -> None:
+    def __init__(self, retry: RetryPolicy | None = None, *, endpoint: ModelEndpoint | None = None) -> None:
         self._retry = retry or RetryPolicy()
         self._endpoint = endpoint
         self._client: anthropic.Anthropic | None = None

@@ -19,7 +19,8 @@ from agent_eval_sandbox.config.dataset import ANNOTATIONS_NAMES, INPUT_NAMES
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.models import EvalConfig, OutputConfig, TracesConfig
 from agent_eval_sandbox.judges.events import captured_tool_calls, conversation_text
-from agent_eval_sandbox.judges.finished_run import (
+from agent_eval_sandbox.rundir.layout import MODIFIED_DIR, CaseDir, RunDir
+from agent_eval_sandbox.rundir.read import (
     MAX_EVENTS_BYTES,
     MAX_EVENTS_NODES,
     MAX_RECORD_FILE_BYTES,
@@ -36,7 +37,6 @@ from agent_eval_sandbox.judges.finished_run import (
     truncation_note,
 )
 
-MODIFIED_DIR = "_modified"
 METRIC_KEYS = ("exit_code", "duration_s", "token_usage", "cost_usd", "num_turns")
 
 
@@ -75,8 +75,7 @@ class CaseFiles:
     case_dir: Path  # absolute
     artifacts: tuple[FileBytes, ...] = ()
     modified: tuple[FileBytes, ...] = ()
-    case_result: Mapping[str, Any] | None = None  # cases/<id>/run_result.json
-    per_case_result: Mapping[str, Any] = field(default_factory=dict)  # run_result.json per_case[<id>]
+    outcome: Mapping[str, Any] | None = None  # how the case ended (rundir.models.CaseOutcome's data)
     run_result: Mapping[str, Any] | None = None  # run_result.json itself: a batch run's fallback
     events: list[dict[str, Any]] | None = None
     stdout: str | None = None
@@ -177,8 +176,8 @@ def build_record(files: CaseFiles, outputs: Sequence[OutputConfig], traces: Trac
             record["modified_files"][item.path] = text
     record.update(_convenience_keys(files, outputs))
 
-    # Case files first; a batch run's single invocation stands in for every case.
-    sources = [files.case_result, files.per_case_result, files.run_result]
+    # The case's outcome first; a batch run's single invocation stands in for every case.
+    sources = [files.outcome, files.run_result]
     events = files.events or []
     patterns = [o.tool for o in outputs if o.tool]
     record["tool_calls"] = captured_tool_calls(events, patterns or None)
@@ -225,8 +224,8 @@ def _first_existing(directory: Path, names: Sequence[str]) -> Path | None:
     return next((directory / n for n in names if (directory / n).is_file()), None)
 
 
-def _events(case_dir: Path, run_root: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
-    for path in (case_dir / "events.json", run_root / "events.json"):
+def _events(case: CaseDir, run: RunDir) -> tuple[list[dict[str, Any]] | None, str | None]:
+    for path in (case.events, run.batch_logs.events):
         if path.is_file():
             data, problem = read_data(path, max_bytes=MAX_EVENTS_BYTES, max_nodes=MAX_EVENTS_NODES)
             if problem:
@@ -237,9 +236,10 @@ def _events(case_dir: Path, run_root: Path) -> tuple[list[dict[str, Any]] | None
     return None, None
 
 
-def _hook_outputs(run: FinishedRun, case_dir: Path, case_id: str) -> tuple[dict[str, Any], list[str]]:
-    run_level, problem = read_mapping(run.root / "hook_outputs.yaml")
-    own, own_problem = read_mapping(case_dir / "hook_outputs.yaml")
+def _hook_outputs(run: FinishedRun, case: CaseDir, case_id: str) -> tuple[dict[str, Any], list[str]]:
+    """`outputs["hook_outputs"]`: before_all's data, then the case's (later keys win)."""
+    run_level, problem = read_mapping(run.dir.hook_outputs)
+    own, own_problem = read_mapping(case.hook_outputs)
     before_all = run_level.get("before_all")
     cases = run_level.get("cases")
     from_run = cases.get(case_id) if isinstance(cases, dict) else None
@@ -253,52 +253,55 @@ def _hook_outputs(run: FinishedRun, case_dir: Path, case_id: str) -> tuple[dict[
 def read_case_files(run: FinishedRun, case_id: str, loaded: LoadedConfig) -> CaseFiles:
     """Gather one case's material; anything missing is simply absent."""
     config: EvalConfig = loaded.config
-    case_dir = run.case_dir(case_id).resolve()
+    case = CaseDir(run.case(case_id).path.resolve())
+    case_dir = case.path
     problems: list[str] = []
 
     budget = ReadBudget()
     artifacts: list[FileBytes] = []
     for output in config.outputs:
         if output.path:
-            artifacts.extend(_read_files(case_dir, case_dir / output.path, budget))
+            artifacts.extend(_read_files(case_dir, case.output(output.path), budget))
     modified = tuple(
         FileBytes(str(Path(f.path).relative_to(MODIFIED_DIR).as_posix()), f.content, f.truncated, f.loaded)
-        for f in _read_files(case_dir, case_dir / MODIFIED_DIR, budget)
+        for f in _read_files(case_dir, case.modified, budget)
     )
 
-    case_result, problem = read_mapping(case_dir / "run_result.json")
+    outcome = run.outcome(case_id)
+    _, problem = read_mapping(case.result)
     problems += [problem] if problem else []
-    events, problem = _events(case_dir, run.root)
+    if case.result.is_file() and outcome is None and not problem:
+        problems.append(f"{case.result}: not a case result this tool wrote")
+    events, problem = _events(case, run.dir)
     problems += [problem] if problem else []
 
     dataset_case = loaded.dataset_dir / case_id
-    input_file = (case_dir / "input.yaml") if (case_dir / "input.yaml").is_file() else _first_existing(dataset_case, INPUT_NAMES)
+    input_file = case.input if case.input.is_file() else _first_existing(dataset_case, INPUT_NAMES)
     inputs, problem = read_mapping(input_file) if input_file else ({}, None)
     problems += [problem] if problem else []
     annotations_file = _first_existing(dataset_case, ANNOTATIONS_NAMES)
     annotations, problem = read_mapping(annotations_file) if annotations_file else ({}, None)
     problems += [problem] if problem else []
-    hook_outputs, hook_problems = _hook_outputs(run, case_dir, case_id)
+    hook_outputs, hook_problems = _hook_outputs(run, case, case_id)
     problems += hook_problems
 
-    def log(name: str) -> str | None:
-        own = read_text(case_dir / name, MAX_RECORD_LOG_BYTES)
-        return own if own is not None else read_text(run.root / name, MAX_RECORD_LOG_BYTES)
+    def log(own: Path, batch: Path) -> str | None:
+        text = read_text(own, MAX_RECORD_LOG_BYTES)
+        return text if text is not None else read_text(batch, MAX_RECORD_LOG_BYTES)
 
     return CaseFiles(
         case_id=case_id,
         case_dir=case_dir,
         artifacts=tuple(artifacts),
         modified=modified,
-        case_result=case_result if (case_dir / "run_result.json").is_file() else None,
-        per_case_result=run.per_case(case_id),
+        outcome=outcome.to_data() if outcome is not None else None,
         run_result=run.result if (run.is_batch or config.is_batch) else None,
         events=events,
-        stdout=log("stdout.log"),
-        stderr=log("stderr.log"),
+        stdout=log(case.stdout_log, run.dir.batch_logs.stdout_log),
+        stderr=log(case.stderr_log, run.dir.batch_logs.stderr_log),
         inputs=inputs,
         annotations=annotations,
         hook_outputs=hook_outputs,
-        tool_decisions=tuple(read_jsonl(case_dir / "tool_decisions.jsonl")),
+        tool_decisions=tuple(read_jsonl(case.tool_decisions)),
         problems=tuple(problems),
     )

@@ -7,6 +7,7 @@ These are the shapes stored in summary.yaml/json (the reference's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -114,3 +115,13 @@ class JudgeStats(_Model):
             if data[key] is None:
                 del data[key]
         return data
+
+
+@dataclass(frozen=True)
+class JudgeMeta:
+    """What the statistics and the report need to know about a judge beyond its results."""
+
+    name: str
+    judge_type: str
+    score_range: tuple[float, float] | None = None
+    feedback_type: str | None = None

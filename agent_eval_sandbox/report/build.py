@@ -9,27 +9,22 @@ summary.json — no judge runs — and writes the reports again. Both return a
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_eval_sandbox.judges.finished_run import FinishedRun, open_finished_run
 from agent_eval_sandbox.judges.thresholds import exit_code, regression_lines
 from agent_eval_sandbox.report.facts import read_case_facts, run_links
 from agent_eval_sandbox.report.html import render_html
 from agent_eval_sandbox.report.junit import render_junit
-from agent_eval_sandbox.runner.rundir import TEXT_ERRORS
 from agent_eval_sandbox.report.summary import (
     Summary,
     load_summary,
     summarize,
     write_summary,
 )
-
-REPORT_HTML = "report.html"
-JUNIT_XML = "junit.xml"
+from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
+from agent_eval_sandbox.rundir.write import write_text
 
 
 @dataclass(frozen=True)
@@ -94,26 +89,18 @@ class ScoreResult:
         }
 
 
-def _write_text(path: Path, text: str) -> None:
-    # Atomic, like the run directory's other writers: a reader never sees half a report.
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8",
-                                     errors=TEXT_ERRORS) as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
-
-
 def write_reports(run: FinishedRun, summary: Summary) -> ReportPaths:
-    summary_yaml, summary_json = write_summary(run.root, summary)
+    summary_yaml, summary_json = write_summary(run.dir, summary)
     facts = read_case_facts(run, list(summary.per_case))
-    _write_text(run.root / REPORT_HTML, render_html(summary, facts, run_links(run)))
-    _write_text(run.root / JUNIT_XML, render_junit(summary))
-    return ReportPaths(summary_yaml, summary_json, run.root / REPORT_HTML, run.root / JUNIT_XML)
+    write_text(run.dir.report_html, render_html(summary, facts, run_links(run)))
+    write_text(run.dir.junit_xml, render_junit(summary))
+    return ReportPaths(summary_yaml, summary_json, run.dir.report_html, run.dir.junit_xml)
 
 
 def build_reports(run_dir: Path | str) -> ScoreResult:
     """Rebuild summary, report.html and junit.xml from the stored judge results (no judging)."""
     run = open_finished_run(run_dir)
-    stored = load_summary(run.root)
+    stored = load_summary(run.dir)
     summary = summarize(
         run_id=stored.run_id,
         eval_name=stored.eval,

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
-from agent_eval_sandbox.judges.finished_run import FinishedRun, read_mapping
+from agent_eval_sandbox.rundir.layout import CaseDir, RunDir, relative_link
+from agent_eval_sandbox.rundir.models import CaseOutcome
+from agent_eval_sandbox.rundir.read import FinishedRun
 
-# (file in cases/<id>/ or the run root, link label), in the order the report lists them.
-CASE_LINKS = (
-    ("transcript.jsonl", "transcript"),
-    ("stdout.log", "stdout"),
-    ("stderr.log", "stderr"),
-    ("events.json", "events"),
-    ("gateway.jsonl", "gateway log"),
-    ("tool_decisions.jsonl", "tool decisions"),
-    ("workspace.diff", "diff"),
-)
-RUN_LINKS = (("stdout.log", "stdout"), ("stderr.log", "stderr"), ("events.json", "events"), ("run_result.json", "run_result.json"))
+
+def _case_links(case: CaseDir) -> tuple[tuple[Path, str], ...]:
+    """A case's files the report links to, in the order it lists them."""
+    return ((case.transcript, "transcript"), (case.stdout_log, "stdout"), (case.stderr_log, "stderr"),
+            (case.events, "events"), (case.gateway_log, "gateway log"), (case.tool_decisions, "tool decisions"),
+            (case.workspace_diff, "diff"))
+
+
+def _run_links(run: RunDir) -> tuple[tuple[Path, str], ...]:
+    logs = run.batch_logs
+    return ((logs.stdout_log, "stdout"), (logs.stderr_log, "stderr"), (logs.events, "events"),
+            (run.run_result, "run_result.json"))
 
 
 @dataclass(frozen=True)
@@ -39,43 +40,28 @@ class CaseFacts:
     links: tuple[Link, ...] = ()
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def facts_from(result: Mapping[str, Any], links: tuple[Link, ...] = ()) -> CaseFacts:
-    end_reason = result.get("end_reason")
+def facts_from(outcome: CaseOutcome | None, links: tuple[Link, ...] = ()) -> CaseFacts:
+    if outcome is None:
+        return CaseFacts(links=links)
     return CaseFacts(
-        end_reason=end_reason if isinstance(end_reason, str) else None,
-        exit_code=_int(result.get("exit_code")),
-        duration_s=_number(result.get("duration_s")),
-        cost_usd=_number(result.get("cost_usd")),
-        num_turns=_int(result.get("num_turns")),
+        end_reason=outcome.end_reason,
+        exit_code=outcome.exit_code,
+        duration_s=outcome.duration_s,
+        cost_usd=outcome.cost_usd,
+        num_turns=outcome.num_turns,
         links=links,
     )
 
 
-def _links(root: Path, prefix: str, names: tuple[tuple[str, str], ...]) -> tuple[Link, ...]:
-    return tuple(
-        Link(label, quote(f"{prefix}{name}"))
-        for name, label in names
-        if (root / prefix / name).is_file()
-    )
+def _links(run: RunDir, files: tuple[tuple[Path, str], ...]) -> tuple[Link, ...]:
+    return tuple(Link(label, quote(relative_link(run, path))) for path, label in files if path.is_file())
 
 
 def read_case_facts(run: FinishedRun, case_ids: list[str]) -> dict[str, CaseFacts]:
-    """Each case's facts: cases/<id>/run_result.json, else run_result.json's per_case entry."""
-    facts = {}
-    for case_id in case_ids:
-        own, _ = read_mapping(run.case_dir(case_id) / "run_result.json")
-        merged = {**run.per_case(case_id), **own}
-        facts[case_id] = facts_from(merged, _links(run.root, f"cases/{case_id}/", CASE_LINKS))
-    return facts
+    """Each case's facts: how it ended (its outcome) and which of its files exist."""
+    return {case_id: facts_from(run.outcome(case_id), _links(run.dir, _case_links(run.case(case_id))))
+            for case_id in case_ids}
 
 
 def run_links(run: FinishedRun) -> tuple[Link, ...]:
-    return _links(run.root, "", RUN_LINKS)
+    return _links(run.dir, _run_links(run.dir))

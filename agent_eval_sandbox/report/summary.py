@@ -11,7 +11,6 @@ statistic and verdict from the stored per-case results alone.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +19,15 @@ from pydantic import BaseModel, ValidationError
 from agent_eval_sandbox.config.models import ThresholdConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.judges.aggregate import aggregate
-from agent_eval_sandbox.judges.finished_run import read_data
-from agent_eval_sandbox.judges.results import CaseResult, JudgeStats
+from agent_eval_sandbox.judges.results import CaseResult, JudgeMeta, JudgeStats
 from agent_eval_sandbox.judges.thresholds import (
     ThresholdCheck,
     evaluate_thresholds,
     regressions,
 )
-from agent_eval_sandbox.runner.rundir import write_json, write_yaml
-
-SUMMARY_YAML = "summary.yaml"
-SUMMARY_JSON = "summary.json"
-
-
-@dataclass(frozen=True)
-class JudgeMeta:
-    """What the statistics and the report need to know about a judge beyond its results."""
-
-    name: str
-    judge_type: str
-    score_range: tuple[float, float] | None = None
-    feedback_type: str | None = None
+from agent_eval_sandbox.rundir.layout import RunDir
+from agent_eval_sandbox.rundir.read import read_data
+from agent_eval_sandbox.rundir.write import write_json, write_yaml
 
 
 class ThresholdsVerdict(BaseModel):
@@ -166,17 +153,16 @@ def summarize(
     )
 
 
-def write_summary(run_root: Path, summary: Summary) -> tuple[Path, Path]:
+def write_summary(run: RunDir, summary: Summary) -> tuple[Path, Path]:
     data = summary.to_data()
-    write_yaml(run_root / SUMMARY_YAML, data)
-    write_json(run_root / SUMMARY_JSON, data)
-    return run_root / SUMMARY_YAML, run_root / SUMMARY_JSON
+    write_yaml(run.summary_yaml, data)
+    write_json(run.summary_json, data)
+    return run.summary_yaml, run.summary_json
 
 
-def load_summary(run_root: Path) -> Summary:
+def load_summary(run: RunDir) -> Summary:
     """The stored judge results; summary.json first (exact), summary.yaml as a fallback."""
-    for name in (SUMMARY_JSON, SUMMARY_YAML):
-        path = run_root / name
+    for path in (run.summary_json, run.summary_yaml):
         if not path.is_file():
             continue
         data, problem = read_data(path, max_bytes=256 * 1024 * 1024, max_nodes=50_000_000)
@@ -192,7 +178,7 @@ def load_summary(run_root: Path) -> Summary:
                 fix="re-judge the run with `agent-eval-sandbox score RUN_DIR`",
             ) from None
     raise RunDirError(
-        f"{run_root}: the run has not been judged yet (no {SUMMARY_JSON} or {SUMMARY_YAML})",
+        f"{run.root}: the run has not been judged yet (no {run.summary_json.name} or {run.summary_yaml.name})",
         fix="judge it with `agent-eval-sandbox score RUN_DIR`",
     )
 

@@ -15,19 +15,16 @@ from dataclasses import dataclass
 from agent_eval_sandbox.config.env import resolve_env
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.settings import RunSettings
-from agent_eval_sandbox.gateway.policy import DEFAULT_SMALL_MODELS, GatewayPolicy, ModelAllowlist
+from agent_eval_sandbox.gateway.policy import (
+    DEFAULT_SMALL_MODELS,
+    GatewayPolicy,
+    ModelAllowlist,
+)
+from agent_eval_sandbox.inside import paths
 
-# Where the gateway socket, the prompt and the launcher live inside the sandbox.
-RUN_DIR_IN_SANDBOX = "/run/agent-eval"
-GATEWAY_SOCKET = f"{RUN_DIR_IN_SANDBOX}/gateway.sock"
-PROMPT_FILE = f"{RUN_DIR_IN_SANDBOX}/prompt.txt"
-LAUNCHER = "/opt/agent-eval/run_agent.py"
 # Execute-only under runc (a non-dumpable process from its first instruction); -I keeps
 # PYTHON* variables of the agent's environment from changing what the launcher runs.
-LAUNCHER_INTERPRETER = ("/usr/bin/python3-agent-eval", "-I")
-FORWARDER_PORT = 8080
-SANDBOX_HOME = "/home/agent"
-WORKSPACE = "/workspace"
+LAUNCHER_INTERPRETER = (paths.PROTECTED_PYTHON, "-I")
 # What the CLI gets instead of a key: the gateway replaces it with the real one on the host.
 PLACEHOLDER_API_KEY = "sk-ant-agent-eval-sandbox-placeholder"
 
@@ -78,10 +75,10 @@ def claude_argv(
 
 def launcher_argv(agent_argv: list[str]) -> list[str]:
     return [
-        *LAUNCHER_INTERPRETER, LAUNCHER,
-        "--gateway-socket", GATEWAY_SOCKET,
-        "--port", str(FORWARDER_PORT),
-        "--prompt-file", PROMPT_FILE,
+        *LAUNCHER_INTERPRETER, paths.LAUNCHER,
+        "--gateway-socket", paths.GATEWAY_SOCKET,
+        "--port", str(paths.FORWARDER_PORT),
+        "--prompt-file", paths.PROMPT_FILE,
         "--", *agent_argv,
     ]
 
@@ -102,7 +99,7 @@ def agent_environment(
     """The exec environment of the agent: a fixed base, allowlisted host
     variables, runner.env and hook-output env; never a credential."""
     env = {
-        "HOME": SANDBOX_HOME,
+        "HOME": paths.HOME,
         "USER": "agent",
         "SHELL": "/bin/bash",
         "LANG": "C.UTF-8",
@@ -119,7 +116,7 @@ def agent_environment(
             env[key] = value
     if settings.subagent_model:
         env["CLAUDE_CODE_SUBAGENT_MODEL"] = settings.subagent_model
-    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{FORWARDER_PORT}"
+    env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{paths.FORWARDER_PORT}"
     env["ANTHROPIC_API_KEY"] = PLACEHOLDER_API_KEY
     return AgentEnvironment(env=env, dropped=tuple(dict.fromkeys(dropped)))
 

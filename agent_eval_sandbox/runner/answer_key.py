@@ -35,20 +35,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_eval_sandbox.config.dataset import MODEL_SCRIPT_NAME
+from agent_eval_sandbox.config import scripts
 from agent_eval_sandbox.config.loader import LoadedConfig
-from agent_eval_sandbox.config.models import HOOK_PHASES, EvalConfig, HookEntry, JudgeConfig
-from agent_eval_sandbox.hooks.interception import HANDLERS_FILE_NAME, ToolHandlers
-from agent_eval_sandbox.hooks.interception.handlers import prompt_file_path
+from agent_eval_sandbox.config.models import (
+    HOOK_PHASES,
+    EvalConfig,
+    HookEntry,
+    JudgeConfig,
+)
+from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.interception import HANDLERS_FILE_NAME, ToolHandlers
+from agent_eval_sandbox.interception.handlers import prompt_file_path
 from agent_eval_sandbox.judges.prompt import resolve_path
-from agent_eval_sandbox.runner.invocation import HOOK_SCRIPT_NAME
 from agent_eval_sandbox.runner.python_imports import is_file, project_files_of
 from agent_eval_sandbox.runner.workspace import resource_roots
 
-JUDGE_SCRIPT_NAME = "judge_script.yaml"
 # Left out wherever they are: they script the model, the hook model and the judges.
-OFFLINE_SCRIPT_NAMES = frozenset({MODEL_SCRIPT_NAME, HOOK_SCRIPT_NAME, JUDGE_SCRIPT_NAME, HANDLERS_FILE_NAME})
-SANDBOX_WORKSPACE = "/workspace"
+OFFLINE_SCRIPT_NAMES = scripts.ALL | {HANDLERS_FILE_NAME}
 _PROJECT_VARS = ("AGENT_EVAL_PROJECT_ROOT",)
 _SANDBOX_WORKSPACE_VARS = ("CASE_WORKSPACE", "AGENT_EVAL_WORKSPACE")
 
@@ -93,7 +96,7 @@ def answer_key(loaded: LoadedConfig, *, runs_base: Path, handlers: ToolHandlers 
     """The answer key of the eval `loaded`; `handlers` are the compiled `inputs.tools`, if any."""
     config, root = loaded.config, loaded.root
     always = [loaded.path, loaded.dataset_dir, runs_base]
-    paths: list[Path] = [*always, root / HANDLERS_FILE_NAME, root / JUDGE_SCRIPT_NAME, root / HOOK_SCRIPT_NAME]
+    paths: list[Path] = [*always, root / HANDLERS_FILE_NAME, root / scripts.JUDGE_SCRIPT, root / scripts.HOOK_SCRIPT]
     for judge in config.judges:
         paths += judge_files(judge, root, resource_roots(config, root))
     paths += [prompt_file_path(root, tool.prompt_file) for tool in config.inputs.tools if tool.prompt_file]
@@ -186,8 +189,8 @@ def _word_path(word: str, root: Path, *, container: bool) -> Path | None:
         for form in (f"${{{variable}}}", f"${variable}"):
             if word == form or word.startswith(form + "/"):
                 word = "." + word[len(form):]
-    if container and (word == SANDBOX_WORKSPACE or word.startswith(SANDBOX_WORKSPACE + "/")):
-        word = "." + word[len(SANDBOX_WORKSPACE):]
+    if container and (word == paths.WORKSPACE or word.startswith(paths.WORKSPACE + "/")):
+        word = "." + word[len(paths.WORKSPACE):]
     if not word or any(ch in word for ch in "$`*?[") or word.startswith("~"):
         return None
     path = Path(word)

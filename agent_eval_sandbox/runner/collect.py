@@ -1,8 +1,9 @@
-"""Turning what came out of a sandbox into the run directory's case files.
+"""The last stage of a case: what came out of its sandbox becomes its case files and its `CaseOutcome`.
 
 Everything here works on host directories the sandbox was already copied out
 to: the agent's workspace after the run, the pristine staged copy before it,
-and `$HOME/.claude/projects` holding the session transcripts.
+and `$HOME/.claude/projects` holding the session transcripts; plus the CLI's
+output as streamed to stdout.log, checked against the gateway's record.
 """
 
 from __future__ import annotations
@@ -11,7 +12,115 @@ import shutil
 from pathlib import Path
 
 from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.rundir.layout import CaseDir, RunDir
+from agent_eval_sandbox.rundir.models import CaseOutcome, Changes, Integrity
+from agent_eval_sandbox.rundir.write import append_text, write_json, write_yaml
+from agent_eval_sandbox.runner.batch import assign_files
+from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
 from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, diff_chunks
+from agent_eval_sandbox.runner.context import RunContext
+from agent_eval_sandbox.runner.ending import ending
+from agent_eval_sandbox.runner.events import (
+    StreamReader,
+    StreamSummary,
+    background_tasks_killed,
+    stream_objects,
+)
+from agent_eval_sandbox.runner.integrity import StreamVerifier, verified
+from agent_eval_sandbox.runner.plan import Invocation
+
+
+def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: ChannelUse, started_wall: float,
+                 duration: float) -> CaseOutcome:
+    """Write the case's files (events, transcript, changes, outputs) and its run_result.json."""
+    config, out, result = ctx.config, staged.out, agent.result
+    verifier = StreamVerifier(channel.conversation)
+    summary = read_agent_stream(out, verifier)
+    collect_transcripts(staged.transcripts, summary.session_id, out.path)
+    changes = WorkspaceChanges()
+    if result is not None and agent.copied_out:
+        mounted = tuple(r.container_path.removeprefix(paths.WORKSPACE + "/") for r in ctx.resources
+                        if r.container_path.startswith(paths.WORKSPACE + "/"))
+        changes = collect_changes(staged.workspace, staged.collected, out.path, mounted)
+        if config.is_batch:
+            split_batch_outputs(config, ctx.run_dir, staged.invocation, staged.collected)
+        else:
+            collect_outputs(config, staged.collected, out.path)
+    stderr_text = out.stderr_log.read_text(encoding="utf-8", errors="replace") if out.stderr_log.exists() else ""
+    end = ending(result, summary, refused=channel.gateway.refused, hook_failed=agent.hook_failed, error=agent.error,
+                 background_killed=background_tasks_killed(stderr_text), timeout_s=ctx.settings.timeout_s,
+                 budget_usd=ctx.settings.max_budget_usd)
+    notes = [*_integrity_notes(verifier), *end.notes]
+    if notes:
+        append_text(out.stderr_log, "".join(f"\n{note}" for note in notes) + "\n")
+    outcome = CaseOutcome(
+        case_id=staged.invocation.id,
+        cases=[c.id for c in staged.invocation.cases],
+        exit_code=end.exit_code,
+        end_reason=end.end_reason,
+        signal=result.signal if result else None,
+        duration_s=round(duration, 3),
+        agent_duration_s=round(result.duration_s, 3) if result else None,
+        started_at=started_wall,
+        token_usage=summary.token_usage,
+        cost_usd=round(max(channel.gateway.spent_usd, summary.cost_usd or 0.0), 6),
+        cli_cost_usd=summary.cost_usd,
+        gateway=channel.gateway,
+        num_turns=summary.num_turns,
+        permission_denials=summary.permission_denials,
+        limits_hit=list(end.limits_hit),
+        oom_kills=result.oom_kills if result else None,
+        session_id=summary.session_id,
+        model=summary.model or ctx.settings.model,
+        result=summary.result_text,
+        changes=Changes(**changes.as_dict()),
+        integrity=Integrity(**verifier.report()),
+        error=agent.error,
+    )
+    if not config.is_batch:
+        write_json(out.result, outcome.to_data())
+    return outcome
+
+
+def _integrity_notes(verifier: StreamVerifier) -> list[str]:
+    if not verifier.findings:
+        return []
+    if verifier.dropped:
+        return [f"WARNING: {verifier.dropped} line(s) of the agent's output were not what the model sent "
+                "and were dropped (see integrity in run_result.json)"]
+    return ["WARNING: the agent's output disagreed with the model gateway's record; "
+            "the gateway's values were used (see integrity in run_result.json)"]
+
+
+def read_agent_stream(out: CaseDir, verifier: StreamVerifier) -> StreamSummary:
+    """events.json and the stream summary, from the lines the gateway's record vouches for.
+
+    Read line by line: the host's memory does not grow with what the agent printed.
+    """
+    reader = StreamReader()
+    if out.stdout_log.is_file():
+        with open(out.stdout_log, encoding="utf-8", errors="replace") as lines:
+            for obj in verified(stream_objects(lines), verifier):
+                reader.feed(obj)
+    write_json(out.events, reader.events)
+    return reader.summary()
+
+
+def split_batch_outputs(config: EvalConfig, run: RunDir, invocation: Invocation, after: Path) -> None:
+    """Batch mode: each outputs[].path file goes to the case its name belongs to."""
+    for output in config.outputs:
+        if not output.path:
+            continue
+        source = after / output.path
+        if not source.is_dir():
+            continue
+        files = [p.relative_to(source).as_posix() for p in source.rglob("*") if p.is_file() and not p.is_symlink()]
+        assigned = assign_files(files, list(invocation.case_order), output.batch_pattern)
+        for case_id, names in assigned.items():
+            for name in names:
+                _copy_file(source / name, run.case(case_id).output(output.path) / name)
+    write_yaml(run.case_order, list(invocation.case_order))
 
 
 def _copy_file(src: Path, dest: Path) -> None:
@@ -51,10 +160,11 @@ def collect_outputs(config: EvalConfig, workspace_after: Path, case_dir: Path) -
 def collect_changes(before: Path, after: Path, case_dir: Path, mounted: tuple[str, ...] = ()) -> WorkspaceChanges:
     """`_modified/` copies of changed and added files, and `workspace.diff`."""
     changes = compare(before, after, mounted)
+    out = CaseDir(case_dir)
     for rel in changes.changed:
-        _copy_file(after / rel, case_dir / "_modified" / rel)
+        _copy_file(after / rel, out.modified / rel)
     # surrogateescape: a name that is not UTF-8 goes back to its own bytes, as git would show it.
-    with open(case_dir / "workspace.diff", "w", encoding="utf-8", errors="surrogateescape") as diff:
+    with open(out.workspace_diff, "w", encoding="utf-8", errors="surrogateescape") as diff:
         for chunk in diff_chunks(before, after, changes):
             diff.write(chunk)
     return changes
@@ -69,14 +179,14 @@ def collect_transcripts(projects_dir: Path, session_id: str | None, case_dir: Pa
         if path.is_symlink() or not path.is_file():
             continue
         if session_id and path.stem == session_id and not found:
-            _copy_file(path, case_dir / "transcript.jsonl")
+            _copy_file(path, CaseDir(case_dir).transcript)
             found = True
         else:
-            _copy_file(path, case_dir / "subagents" / path.name)
+            _copy_file(path, CaseDir(case_dir).subagents / path.name)
     if not found and not session_id:
         # No result event (e.g. a timeout): the newest main transcript is the session.
         candidates = sorted((p for p in projects_dir.glob("*/*.jsonl") if p.is_file()), key=lambda p: p.stat().st_mtime)
         if candidates:
-            _copy_file(candidates[-1], case_dir / "transcript.jsonl")
+            _copy_file(candidates[-1], CaseDir(case_dir).transcript)
             found = True
     return found

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from agent_eval_sandbox.runner.invocation import CaseStatus
+from agent_eval_sandbox.runner.context import CaseStatus
 
 
 def status_table(statuses: Sequence[CaseStatus], title: str | None = None) -> Table:

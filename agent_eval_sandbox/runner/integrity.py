@@ -28,7 +28,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_eval_sandbox.gateway.conversation import ConversationSnapshot, block_fingerprint, digest, tool_result_text
+from agent_eval_sandbox.gateway.conversation import (
+    ConversationSnapshot,
+    block_fingerprint,
+    digest,
+    tool_result_text,
+)
 
 MAX_FINDINGS = 200
 

@@ -25,6 +25,8 @@ import yaml
 from agent_eval_sandbox.config.dataset import Case
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import ConfigError
+from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.runner.plan import Invocation
 
 DeniedPredicate = Callable[[str], bool]
 
@@ -184,6 +186,20 @@ def create_output_dirs(config: EvalConfig, dest: Path) -> None:
         (target.parent if target.suffix else target).mkdir(parents=True, exist_ok=True)
 
 
+def stage_invocation_workspace(config: EvalConfig, invocation: Invocation, dest: Path, *, repo_copy: Path | None,
+                               is_denied: DeniedPredicate) -> None:
+    """What one invocation's sandbox starts with: the repo copy (repo mode), the batch files
+    (batch mode), or the case's input and workspace files."""
+    if repo_copy is not None:
+        shutil.copytree(repo_copy, dest, symlinks=True)
+        create_output_dirs(config, dest)
+        shutil.copyfile(invocation.cases[0].input_file, dest / invocation.cases[0].input_file.name)
+    elif config.is_batch:
+        stage_batch_workspace(config, list(invocation.batch_entries), list(invocation.case_order), dest)
+    else:
+        stage_case_workspace(config, invocation.cases[0], dest, is_denied=is_denied)
+
+
 def stage_repo_workspace(
     project_root: Path,
     dest: Path,
@@ -239,7 +255,7 @@ def stage_project_resources(
             report.add(copy_tree(source, dest / name, rel_prefix=name, is_denied=is_denied,
                                  skip_names=ALWAYS_SKIPPED, exclude=exclude))
             if (dest / name).exists():
-                staged.append(StagedResource(dest / name, f"/workspace/{name}"))
+                staged.append(StagedResource(dest / name, f"{paths.WORKSPACE}/{name}"))
     for name in CLAUDE_RESOURCES:
         source = project_root / ".claude" / name
         rel = f".claude/{name}"
@@ -247,7 +263,7 @@ def stage_project_resources(
             report.add(copy_tree(source, dest / ".claude" / name, rel_prefix=rel, is_denied=is_denied,
                                  skip_names=ALWAYS_SKIPPED, exclude=exclude))
             if (dest / ".claude" / name).exists():
-                staged.append(StagedResource(dest / ".claude" / name, f"/workspace/{rel}"))
+                staged.append(StagedResource(dest / ".claude" / name, f"{paths.WORKSPACE}/{rel}"))
     seen: dict[str, Path] = {}
     for configured in config.runner.plugin_dirs:
         plugin = plugin_dir_path(project_root, configured)
@@ -261,5 +277,5 @@ def stage_project_resources(
         target = dest / ".staged-plugins" / plugin.name
         report.add(copy_tree(plugin, target, skip_names=ALWAYS_SKIPPED, exclude=exclude))
         if target.exists():
-            staged.append(StagedResource(target, f"/workspace/.staged-plugins/{plugin.name}"))
+            staged.append(StagedResource(target, f"{paths.WORKSPACE}/.staged-plugins/{plugin.name}"))
     return StagedResources(staged, report)

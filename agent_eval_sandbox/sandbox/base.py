@@ -16,7 +16,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, ClassVar, Literal
 
+from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.sandbox import defaults
 from agent_eval_sandbox.sandbox.archive import CopyReport, SkippedEntry
+from agent_eval_sandbox.sandbox.defaults import parse_size
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -32,12 +35,12 @@ class SandboxError(Exception):
 class Limits:
     """Resource caps of one sandbox. tmpfs sizes count against `memory_bytes` once filled."""
 
-    cpus: float = 1.0
-    memory_bytes: int = 2 * GiB
-    pids: int = 512
-    workspace_bytes: int = 1 * GiB
-    tmp_bytes: int = 256 * MiB
-    home_bytes: int = 256 * MiB
+    cpus: float = defaults.CPUS
+    memory_bytes: int = parse_size(defaults.MEMORY)
+    pids: int = defaults.PIDS
+    workspace_bytes: int = parse_size(defaults.DISK)
+    tmp_bytes: int = parse_size(defaults.TMP_SIZE)
+    home_bytes: int = parse_size(defaults.HOME_SIZE)
 
     def __post_init__(self) -> None:
         for name in ("cpus", "memory_bytes", "pids", "workspace_bytes", "tmp_bytes", "home_bytes"):
@@ -49,13 +52,13 @@ class Limits:
 class Hardening:
     """Confinement switches; the defaults are the hardened ones."""
 
-    user: str = "1000:1000"  # numeric uid[:gid]; the sandbox filesystems are owned by it
-    read_only_root: bool = True
-    cap_drop: tuple[str, ...] = ("ALL",)
-    cap_add: tuple[str, ...] = ()
-    no_new_privileges: bool = True
-    init: bool = True
-    network: str = "none"
+    user: str = defaults.USER  # numeric uid[:gid]; the sandbox filesystems are owned by it
+    read_only_root: bool = defaults.READ_ONLY_ROOT
+    cap_drop: tuple[str, ...] = defaults.CAP_DROP
+    cap_add: tuple[str, ...] = defaults.CAP_ADD
+    no_new_privileges: bool = defaults.NO_NEW_PRIVILEGES
+    init: bool = defaults.INIT
+    network: str = defaults.NETWORK
     runtime: str | None = None  # e.g. a gVisor runtime registered with the daemon
 
     def __post_init__(self) -> None:
@@ -94,8 +97,8 @@ class SandboxSpec:
     hardening: Hardening = field(default_factory=Hardening)
     mounts: tuple[BindMount, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
-    workspace: str = "/workspace"  # the writable, size-capped workspace; default cwd
-    home: str = "/home/agent"  # writable, size-capped $HOME (holds ~/.claude transcripts)
+    workspace: str = paths.WORKSPACE  # the writable, size-capped workspace; default cwd
+    home: str = paths.HOME  # writable, size-capped $HOME (holds ~/.claude transcripts)
     extra_labels: Mapping[str, str] = field(default_factory=dict)
 
 

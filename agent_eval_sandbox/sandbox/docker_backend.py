@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from pathlib import Path
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import docker
@@ -16,7 +16,13 @@ from docker.types import LogConfig, Mount, Ulimit
 from agent_eval_sandbox.errors import ImageError, RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox import lifeline as lifeline_
-from agent_eval_sandbox.sandbox.base import BindMount, RemovedObject, SandboxBackend, SandboxError, SandboxSpec
+from agent_eval_sandbox.sandbox.base import (
+    BindMount,
+    RemovedObject,
+    SandboxBackend,
+    SandboxError,
+    SandboxSpec,
+)
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
 from agent_eval_sandbox.sandbox.docker_sandbox import (
     DockerSandbox,

@@ -17,15 +17,16 @@ import tempfile
 import time
 from pathlib import Path
 
-DIR_IN_SANDBOX = "/run/agent-eval-lifeline"
-SOCKET_NAME = "lifeline.sock"
-SCRIPT_IN_SANDBOX = "/opt/agent-eval/lifeline.py"
+from agent_eval_sandbox.inside import paths
+
+DIR_IN_SANDBOX = paths.LIFELINE_DIR
+SOCKET_NAME = paths.LIFELINE_SOCKET_NAME
 # The main process runs as `nobody`: the agent's user cannot signal, stop or trace it.
 MAIN_USER = "65534:65534"
 
 
 def main_command() -> list[str]:
-    return ["python3", "-I", SCRIPT_IN_SANDBOX, f"{DIR_IN_SANDBOX}/{SOCKET_NAME}"]
+    return ["python3", "-I", paths.LIFELINE, paths.LIFELINE_SOCKET]
 
 
 class Lifeline:

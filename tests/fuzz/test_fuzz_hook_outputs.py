@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_eval_sandbox.hooks.outputs import (
+from agent_eval_sandbox.lifecycle.outputs import (
     OUTPUT_FILE_NAMES,
     HookOutputsError,
     OutputsFile,

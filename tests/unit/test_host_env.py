@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.git_names import is_git_dir_name
-from agent_eval_sandbox.host_env import clean_search_path, untrusted_free_env, with_git_protection
+from agent_eval_sandbox.host_env import (
+    clean_search_path,
+    untrusted_free_env,
+    with_git_protection,
+)
 
 AGENT = Path("/tmp/aes-x")
 

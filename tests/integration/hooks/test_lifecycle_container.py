@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.config.models import HookEntry, HooksConfig
-from agent_eval_sandbox.hooks.lifecycle import (
+from agent_eval_sandbox.lifecycle import (
     CaseInfo,
     HookFailed,
     HookResult,
@@ -20,7 +20,7 @@ from agent_eval_sandbox.hooks.lifecycle import (
     Phase,
     RunInfo,
 )
-from agent_eval_sandbox.hooks.outputs import HookOutputs
+from agent_eval_sandbox.lifecycle.outputs import HookOutputs
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import Limits, Sandbox, SandboxError, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_backend import DockerBackend

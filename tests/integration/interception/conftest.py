@@ -18,13 +18,13 @@ import yaml
 
 import agent_eval_sandbox.inside.hook_client as hook_client_module
 from agent_eval_sandbox.gateway import ScriptedModelServer, ServedRequest
-from agent_eval_sandbox.hooks.interception.broker import (
+from agent_eval_sandbox.interception.broker import (
     Broker,
     BrokerLimits,
     TimedAnswerer,
 )
-from agent_eval_sandbox.hooks.interception.decision import CaseContext
-from agent_eval_sandbox.hooks.interception.handlers import ToolHandlers, parse_handlers
+from agent_eval_sandbox.interception.decision import CaseContext
+from agent_eval_sandbox.interception.handlers import ToolHandlers, parse_handlers
 from agent_eval_sandbox.sandbox.claude_binary import ensure_claude_binary
 from tests.integration.claude_on_host import host_claude_argv, host_claude_env
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.gateway import Channel, Credentials, ModelGateway, ScriptedModelServer
-from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer, MeteredAnswerer
-from agent_eval_sandbox.hooks.interception.broker import PROTOCOL_LINE, BrokerLimits
-from agent_eval_sandbox.hooks.interception.decision import CaseContext
+from agent_eval_sandbox.interception.answerer import AnthropicAnswerer, MeteredAnswerer
+from agent_eval_sandbox.interception.broker import PROTOCOL_LINE, BrokerLimits
+from agent_eval_sandbox.interception.decision import CaseContext
 from agent_eval_sandbox.model_api import RetryPolicy
 
 from .conftest import client_command, handlers_of, pre_tool_use, run_client, served
@@ -369,9 +369,9 @@ BROKER_PROCESS = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from agent_eval_sandbox.hooks.interception.broker import Broker
-    from agent_eval_sandbox.hooks.interception.decision import CaseContext
-    from agent_eval_sandbox.hooks.interception.handlers import parse_handlers
+    from agent_eval_sandbox.interception.broker import Broker
+    from agent_eval_sandbox.interception.decision import CaseContext
+    from agent_eval_sandbox.interception.handlers import parse_handlers
 
     handlers = parse_handlers({"handlers": [{"match": "q", "patterns": ["AskUserQuestion"]}]}, "t")
 

@@ -20,9 +20,9 @@ import pytest
 
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.gateway import ScriptedModelServer
-from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer
-from agent_eval_sandbox.hooks.interception.handlers import ToolHandlers
-from agent_eval_sandbox.hooks.interception.settings import (
+from agent_eval_sandbox.interception.answerer import AnthropicAnswerer
+from agent_eval_sandbox.interception.handlers import ToolHandlers
+from agent_eval_sandbox.interception.settings import (
     HOOK_COMMAND,
     build_container_settings,
     deep_merge,
@@ -216,7 +216,7 @@ def test_no_broker_means_every_call_is_denied(run_claude, write_script, sock_dir
 def test_a_killed_crashed_or_hung_hook_blocks_the_call(run_claude, write_script, command, monkeypatch, sock_dir):
     # What onFailure: block buys: SIGKILL cannot be caught by the client, and without
     # it the CLI lets a call through when its hook dies (measured with 2.1.332).
-    monkeypatch.setattr("agent_eval_sandbox.hooks.interception.settings.HOOK_TIMEOUT_S", 2)
+    monkeypatch.setattr("agent_eval_sandbox.interception.settings.HOOK_TIMEOUT_S", 2)
     script = [{"tool": "Bash", "input": {"command": "echo ran > ran.txt"}}, {"text": "Done."}]
     with ScriptedModelServer(write_script(script)) as agent_model:
         run = run_claude(agent_model.url, hook_flags(handlers_of(JIRA), sock_dir / "unused.sock", command=command))

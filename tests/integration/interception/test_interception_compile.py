@@ -10,11 +10,11 @@ import yaml
 
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.gateway import ScriptedModelServer
-from agent_eval_sandbox.hooks.interception.compiler import (
+from agent_eval_sandbox.interception.compiler import (
     compile_handlers,
     write_handlers,
 )
-from agent_eval_sandbox.hooks.interception.handlers import HandlersError
+from agent_eval_sandbox.interception.handlers import HandlersError
 from agent_eval_sandbox.model_api import RetryPolicy
 
 from .conftest import served
@@ -83,7 +83,7 @@ def test_a_bad_answer_is_one_error_and_nothing_is_written(loaded, tmp_path, repl
 
 
 def test_an_unreachable_hook_model_is_one_error(loaded, tmp_path, monkeypatch):
-    monkeypatch.setattr("agent_eval_sandbox.hooks.interception.refine.ANSWER_RETRY", RetryPolicy(attempts=2, initial_wait_s=0.01))
+    monkeypatch.setattr("agent_eval_sandbox.interception.refine.ANSWER_RETRY", RetryPolicy(attempts=2, initial_wait_s=0.01))
     with ScriptedModelServer(script(tmp_path, {"error": {"status": 529}}, {"error": {"status": 529}})) as model:
         with pytest.raises(HandlersError, match=r"asking the hook model 'claude-haiku-4-5' .* failed: OverloadedError"):
             write_handlers(loaded, llm=True, environ={"ANTHROPIC_BASE_URL": model.url, "ANTHROPIC_API_KEY": "k"})

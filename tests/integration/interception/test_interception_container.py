@@ -25,9 +25,9 @@ import yaml
 
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.gateway import Credentials, ModelGateway, ScriptedModelServer
-from agent_eval_sandbox.hooks.interception.broker import Broker
-from agent_eval_sandbox.hooks.interception.decision import CaseContext
-from agent_eval_sandbox.hooks.interception.settings import (
+from agent_eval_sandbox.interception.broker import Broker
+from agent_eval_sandbox.interception.decision import CaseContext
+from agent_eval_sandbox.interception.settings import (
     MANAGED_SETTINGS_PATH,
     build_container_settings,
 )

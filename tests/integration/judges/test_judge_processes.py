@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.judges.scoring import score_run
+from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.judges.worker_pool import JudgeWorker, WorkerPool, encode_json
 from tests.unit.judges.rundir_fixture import case_result, make_project, make_run
 

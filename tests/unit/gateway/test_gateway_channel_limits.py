@@ -17,7 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_eval_sandbox.gateway import Credentials, ModelGateway, ScriptedModelServer, parse_script
+from agent_eval_sandbox.gateway import (
+    Credentials,
+    ModelGateway,
+    ScriptedModelServer,
+    parse_script,
+)
 from agent_eval_sandbox.gateway.budget import input_token_bound
 from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.gateway.policy import GatewayPolicy, ModelAllowlist

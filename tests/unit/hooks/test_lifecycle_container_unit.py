@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
-from agent_eval_sandbox.hooks.lifecycle.container import SandboxExecutor
-from agent_eval_sandbox.hooks.outputs import HookOutputsError
+from agent_eval_sandbox.lifecycle.container import SandboxExecutor
+from agent_eval_sandbox.lifecycle.outputs import HookOutputsError
 from agent_eval_sandbox.sandbox.archive import CopyReport, SkippedEntry
 from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Sandbox, SandboxSpec
 

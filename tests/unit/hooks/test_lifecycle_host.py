@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.hooks.lifecycle.host import (
+from agent_eval_sandbox.lifecycle.host import (
     HostExecutor,
     run_on_host,
     stragglers,

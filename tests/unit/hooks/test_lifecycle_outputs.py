@@ -8,16 +8,14 @@ import os
 import pytest
 import yaml
 
-from agent_eval_sandbox.hooks.outputs import (
+from agent_eval_sandbox.lifecycle.outputs import (
     MAX_OUTPUT_BYTES,
     HookOutputs,
     HookOutputsError,
     combine_outputs,
-    judge_hook_outputs,
     parse_hook_outputs,
     take_hook_outputs,
-    write_case_hook_outputs,
-    write_run_hook_outputs,
+    write_hook_outputs,
 )
 
 BILLION_LAUGHS = "\n".join(
@@ -210,16 +208,7 @@ def test_combine_outputs():
     assert len(combined.warnings) == 1
 
 
-def test_run_and_case_documents_and_the_judges_view(tmp_path):
-    write_run_hook_outputs(tmp_path, {"server": "up", "n": 1}, {"c1": {"n": 2}, "c2": {}})
-    write_case_hook_outputs(tmp_path / "cases" / "c1", {"n": 2, "rows": [1, 2]})
-    assert yaml.safe_load((tmp_path / "hook_outputs.yaml").read_text()) == {
-        "before_all": {"server": "up", "n": 1},
-        "cases": {"c1": {"n": 2}, "c2": {}},
-    }
-    assert judge_hook_outputs(tmp_path, "c1") == {"server": "up", "n": 2, "rows": [1, 2]}
-    assert judge_hook_outputs(tmp_path, "c2") == {"server": "up", "n": 1}
-
-
-def test_judges_view_without_any_file_is_empty(tmp_path):
-    assert judge_hook_outputs(tmp_path, "c1") == {}
+def test_outputs_data_is_written_as_yaml(tmp_path):
+    path = write_hook_outputs(tmp_path / "run" / "hook_outputs.yaml",
+                              {"before_all": {"server": "up"}, "cases": {"c1": {"n": 2}}})
+    assert yaml.safe_load(path.read_text()) == {"before_all": {"server": "up"}, "cases": {"c1": {"n": 2}}}

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from agent_eval_sandbox.config.models import HookEntry, HooksConfig
 from agent_eval_sandbox.errors import UserError
-from agent_eval_sandbox.hooks.lifecycle import (
+from agent_eval_sandbox.lifecycle import (
     CaseInfo,
     HookFailed,
     HookResult,
@@ -24,7 +23,7 @@ from agent_eval_sandbox.hooks.lifecycle import (
     RunInfo,
     log_name,
 )
-from agent_eval_sandbox.hooks.outputs import HookOutputs
+from agent_eval_sandbox.lifecycle.outputs import HookOutputs
 
 CONDITION_LIMIT_S = 1.0
 
@@ -595,23 +594,13 @@ def test_full_run_order(runner, ctx, case):
     ]
 
 
-def test_hook_outputs_end_up_in_the_run_directory(runner, ctx, case):
-    from agent_eval_sandbox.hooks.outputs import (
-        judge_hook_outputs,
-        write_case_hook_outputs,
-        write_run_hook_outputs,
-    )
-
+def test_hook_outputs_of_the_run_and_of_a_case_merge_the_case_winning(runner, ctx, case):
     config = HooksConfig(
         before_all=[hook(write_outputs("$AGENT_EVAL_WORKSPACE", "data: {server: up, count: 1}\n"))],
         before_each=[hook(write_outputs(".", "data: {count: 2}\n"))],
     )
     with runner.around_run(config) as before_all:
         with runner.around_case(config, case) as before_each:
-            write_case_hook_outputs(ctx.run_dir / "cases" / case.id, before_each.outputs.data)
-        write_run_hook_outputs(ctx.run_dir, before_all.outputs.data, {case.id: before_each.outputs.data})
-    assert yaml.safe_load((ctx.run_dir / "hook_outputs.yaml").read_text()) == {
-        "before_all": {"server": "up", "count": 1},
-        "cases": {"case-001": {"count": 2}},
-    }
-    assert judge_hook_outputs(ctx.run_dir, case.id) == {"server": "up", "count": 2}
+            pass
+    assert before_all.outputs.data == {"server": "up", "count": 1}
+    assert before_all.outputs.merged(before_each.outputs).data == {"server": "up", "count": 2}

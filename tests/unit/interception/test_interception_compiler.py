@@ -6,12 +6,12 @@ import pytest
 import yaml
 
 from agent_eval_sandbox.config.models import DEFAULT_HOOK_MODEL
-from agent_eval_sandbox.hooks.interception.compiler import (
+from agent_eval_sandbox.interception.compiler import (
     compile_handlers,
     extract_patterns,
     write_handlers,
 )
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.interception.handlers import (
     HandlersError,
     load_handlers_file,
     parse_handlers,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent_eval_sandbox.hooks.interception.decision import (
+from agent_eval_sandbox.interception.decision import (
     AnswerRequest,
     CaseContext,
     MalformedEvent,
@@ -14,7 +14,7 @@ from agent_eval_sandbox.hooks.interception.decision import (
     decide,
     resolve_label,
 )
-from agent_eval_sandbox.hooks.interception.handlers import parse_handlers
+from agent_eval_sandbox.interception.handlers import parse_handlers
 
 JIRA = {
     "match": "Any Jira interaction",

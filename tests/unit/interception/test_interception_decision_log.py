@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agent_eval_sandbox.hooks.interception.decision_log import (
+from agent_eval_sandbox.interception.decision_log import (
     MAX_ITEMS,
     MAX_RECORD_BYTES,
     MAX_STRING_CHARS,

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from agent_eval_sandbox.hooks.interception import broker
-from agent_eval_sandbox.hooks.interception.settings import (
+from agent_eval_sandbox.inside import hook_client
+from agent_eval_sandbox.interception import broker
+from agent_eval_sandbox.interception.settings import (
     BROKER_SOCKET_IN_SANDBOX,
     HOOK_TIMEOUT_S,
 )
-from agent_eval_sandbox.inside import hook_client
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}}
 ALLOW = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {}}}

@@ -11,8 +11,12 @@ import pytest
 
 from agent_eval_sandbox.gateway.ledger import Ledger, Reservation
 from agent_eval_sandbox.gateway.usage import Usage
-from agent_eval_sandbox.hooks.interception.answerer import BudgetExhausted, MeteredAnswerer, ModelReply
-from agent_eval_sandbox.hooks.interception.decision import AnswerRequest, Option
+from agent_eval_sandbox.interception.answerer import (
+    BudgetExhausted,
+    MeteredAnswerer,
+    ModelReply,
+)
+from agent_eval_sandbox.interception.decision import AnswerRequest, Option
 
 REQUEST = AnswerRequest("Which priority?", (Option("High"), Option("Normal")), "Prefer Normal.", "title: x\n",
                         "claude-haiku-4-5")

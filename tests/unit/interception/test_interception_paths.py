@@ -6,7 +6,7 @@ import pytest
 
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import ConfigError
-from agent_eval_sandbox.hooks.interception.paths import (
+from agent_eval_sandbox.interception.paths import (
     PathDenyFilter,
     compile_deny_pattern,
     deny_filter,

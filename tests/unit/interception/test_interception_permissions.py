@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_eval_sandbox.config.models import PathRule, PermissionsConfig
-from agent_eval_sandbox.hooks.interception.permissions import (
+from agent_eval_sandbox.interception.permissions import (
     PATH_SCOPED_TOOLS,
     compile_permission_rules,
     compile_permissions,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_eval_sandbox.hooks.interception.handlers import Handler, HandlersError
-from agent_eval_sandbox.hooks.interception.refine import (
+from agent_eval_sandbox.interception.handlers import Handler, HandlersError
+from agent_eval_sandbox.interception.refine import (
     needs_refinement,
     parse_refinement,
 )

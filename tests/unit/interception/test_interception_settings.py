@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from agent_eval_sandbox.config.models import EvalConfig
-from agent_eval_sandbox.hooks.interception.handlers import parse_handlers
-from agent_eval_sandbox.hooks.interception.settings import (
+from agent_eval_sandbox.interception.handlers import parse_handlers
+from agent_eval_sandbox.interception.settings import (
     HOOK_TIMEOUT_S,
     build_container_settings,
     deep_merge,

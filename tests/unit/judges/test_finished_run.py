@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.errors import RunDirError
-from agent_eval_sandbox.judges.finished_run import (
+from agent_eval_sandbox.rundir.read import (
     open_finished_run,
     read_bytes,
     read_jsonl,
@@ -44,7 +44,7 @@ def test_case_ids_are_directories_and_per_case_entries(tmp_path: Path) -> None:
     (root / "run_result.json").write_text(json.dumps(result))
     run = open_finished_run(root)
     assert run.case_ids == ["a", "b", "c"]
-    assert run.per_case("c") == {"exit_code": 1} and run.per_case("b") == {}
+    assert run.outcome("c").exit_code == 1 and run.outcome("b") is None
 
 
 def test_relative_config_path_resolves_against_the_run(tmp_path: Path) -> None:

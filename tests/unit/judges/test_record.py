@@ -9,13 +9,13 @@ from typing import Any
 
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.config.models import OutputConfig, TracesConfig
-from agent_eval_sandbox.judges.finished_run import open_finished_run
 from agent_eval_sandbox.judges.record import (
     CaseFiles,
     FileBytes,
     build_record,
     read_case_files,
 )
+from agent_eval_sandbox.rundir.read import open_finished_run
 from tests.unit.judges.rundir_fixture import (
     assistant,
     case_result,
@@ -206,7 +206,10 @@ def test_oversized_text_is_truncated_with_a_note() -> None:
 def test_a_flood_of_big_files_stays_within_the_record_caps(tmp_path: Path) -> None:
     """240 MiB of text under artifacts/ once took the controller to ~2.5 GiB: the record now holds
     at most 4 MiB of a file and 16 MiB of file contents in all, and says what it left out."""
-    from agent_eval_sandbox.judges.finished_run import MAX_RECORD_FILE_BYTES, MAX_RECORD_FILES_BYTES
+    from agent_eval_sandbox.rundir.read import (
+        MAX_RECORD_FILE_BYTES,
+        MAX_RECORD_FILES_BYTES,
+    )
 
     big = "y" * (6 * 1024 * 1024)
     files = {f"artifacts/part-{i:02d}.txt": big for i in range(5)}

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.errors import RunDirError
-from agent_eval_sandbox.judges.finished_run import open_finished_run
 from agent_eval_sandbox.report.build import build_reports
 from agent_eval_sandbox.report.facts import read_case_facts
 from agent_eval_sandbox.report.summary import write_summary
+from agent_eval_sandbox.rundir.layout import RunDir
+from agent_eval_sandbox.rundir.read import open_finished_run
 from tests.unit.judges.rundir_fixture import case_result, make_run
 from tests.unit.report.summary_fixture import HOSTILE_CASE, make_summary
 
@@ -21,7 +22,7 @@ def _run_with_summary(tmp_path: Path) -> Path:
         "case-1": {"run_result.json": case_result(cost_usd=0.5), "transcript.jsonl": "{}\n", "stdout.log": "x", "gateway.jsonl": ""},
         "case-3": {},
     })
-    write_summary(root, make_summary())
+    write_summary(RunDir(root), make_summary())
     return root
 
 

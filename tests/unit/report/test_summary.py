@@ -14,6 +14,7 @@ from agent_eval_sandbox.report.summary import (
     load_summary,
     write_summary,
 )
+from agent_eval_sandbox.rundir.layout import RunDir
 from tests.unit.report.summary_fixture import HOSTILE_CASE, make_summary
 
 
@@ -36,22 +37,22 @@ def test_the_reference_shape() -> None:
 
 def test_files_round_trip(tmp_path: Path) -> None:
     summary = make_summary()
-    yaml_path, json_path = write_summary(tmp_path, summary)
+    yaml_path, json_path = write_summary(RunDir(tmp_path), summary)
     assert yaml.safe_load(yaml_path.read_text()) == json.loads(json_path.read_text())
-    assert load_summary(tmp_path) == summary
+    assert load_summary(RunDir(tmp_path)) == summary
     json_path.unlink()
-    assert load_summary(tmp_path) == summary  # summary.yaml as the fallback
+    assert load_summary(RunDir(tmp_path)) == summary  # summary.yaml as the fallback
 
 
 def test_missing_or_foreign_summaries_are_run_dir_errors(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="has not been judged yet"):
-        load_summary(tmp_path)
+        load_summary(RunDir(tmp_path))
     (tmp_path / "summary.json").write_text('{"judges": {}}')
     with pytest.raises(RunDirError, match="not a summary this tool wrote"):
-        load_summary(tmp_path)
+        load_summary(RunDir(tmp_path))
     (tmp_path / "summary.json").write_text("{broken")
     with pytest.raises(RunDirError, match="invalid JSON"):
-        load_summary(tmp_path)
+        load_summary(RunDir(tmp_path))
 
 
 def test_run_metrics_accept_both_token_namings() -> None:

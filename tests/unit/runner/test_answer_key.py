@@ -10,11 +10,18 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.config.loader import load_eval_config
-from agent_eval_sandbox.hooks.interception import compile_handlers
-from agent_eval_sandbox.runner.answer_key import answer_key, command_words, left_out_line
+from agent_eval_sandbox.interception import compile_handlers
+from agent_eval_sandbox.runner.answer_key import (
+    answer_key,
+    command_words,
+    left_out_line,
+)
 from agent_eval_sandbox.runner.python_imports import imported_names, project_files_of
 from agent_eval_sandbox.runner.repo_history import commit_snapshot
-from agent_eval_sandbox.runner.workspace import stage_project_resources, stage_repo_workspace
+from agent_eval_sandbox.runner.workspace import (
+    stage_project_resources,
+    stage_repo_workspace,
+)
 
 EVAL = """
 execution: {prompt: p}

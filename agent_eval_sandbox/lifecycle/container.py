@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
-from agent_eval_sandbox.hooks.lifecycle.model import CommandOutcome
-from agent_eval_sandbox.hooks.outputs import (
+from agent_eval_sandbox.lifecycle.model import CommandOutcome
+from agent_eval_sandbox.lifecycle.outputs import (
     MAX_OUTPUT_BYTES,
     OUTPUT_FILE_NAMES,
     HookOutputsError,

@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import BinaryIO, NamedTuple, Protocol
 
 from agent_eval_sandbox.config.models import HookEntry, HooksConfig
-from agent_eval_sandbox.hooks.lifecycle.container import SandboxExecutor
-from agent_eval_sandbox.hooks.lifecycle.env import (
+from agent_eval_sandbox.lifecycle.container import SandboxExecutor
+from agent_eval_sandbox.lifecycle.env import (
     CaseInfo,
     RunInfo,
     container_env,
     host_cwd,
     host_env,
 )
-from agent_eval_sandbox.hooks.lifecycle.host import DEFAULT_KILL_GRACE_S, HostExecutor
-from agent_eval_sandbox.hooks.lifecycle.model import (
+from agent_eval_sandbox.lifecycle.host import DEFAULT_KILL_GRACE_S, HostExecutor
+from agent_eval_sandbox.lifecycle.model import (
     CommandOutcome,
     HookFailed,
     HookResult,
@@ -39,7 +39,11 @@ from agent_eval_sandbox.hooks.lifecycle.model import (
     Phase,
     PhaseResult,
 )
-from agent_eval_sandbox.hooks.outputs import HookOutputs, HookOutputsError, OutputsFile
+from agent_eval_sandbox.lifecycle.outputs import (
+    HookOutputs,
+    HookOutputsError,
+    OutputsFile,
+)
 from agent_eval_sandbox.sandbox.base import Sandbox
 
 CONDITION_TIMEOUT_S = 30.0

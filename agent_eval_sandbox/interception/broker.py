@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent_eval_sandbox.hooks.interception.decision import (
+from agent_eval_sandbox.interception.decision import (
     Answerer,
     AnswerRequest,
     CaseContext,
@@ -54,8 +54,8 @@ from agent_eval_sandbox.hooks.interception.decision import (
     decide,
     deny,
 )
-from agent_eval_sandbox.hooks.interception.decision_log import DecisionLog
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.interception.decision_log import DecisionLog
+from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     ToolHandlers,
 )

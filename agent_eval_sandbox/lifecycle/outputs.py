@@ -31,7 +31,6 @@ import yaml
 from agent_eval_sandbox.config.yaml_reader import (
     YamlReadError,
     parse_yaml_text,
-    read_yaml_mapping,
 )
 from agent_eval_sandbox.errors import UserError
 
@@ -40,7 +39,6 @@ MAX_OUTPUT_BYTES = 1024 * 1024
 # Generous for real outputs, far below what a file of aliases can expand to.
 MAX_OUTPUT_NODES = 20_000
 KNOWN_KEYS = ("env", "data")
-HOOK_OUTPUTS_FILE = "hook_outputs.yaml"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -228,28 +226,9 @@ def _remove(path: Path) -> OSError | None:
     return None
 
 
-def write_run_hook_outputs(
-    run_dir: Path, before_all: Mapping[str, Any], cases: Mapping[str, Mapping[str, Any]]
-) -> Path:
-    """`<run-dir>/hook_outputs.yaml`: `{before_all: {...}, cases: {<id>: {...}}}`."""
-    document = {"before_all": dict(before_all), "cases": {case: dict(data) for case, data in cases.items()}}
-    return _dump(run_dir / HOOK_OUTPUTS_FILE, document)
-
-
-def write_case_hook_outputs(case_dir: Path, data: Mapping[str, Any]) -> Path:
-    """`cases/<id>/hook_outputs.yaml`: the `data:` of this case's before_each hooks."""
-    return _dump(case_dir / HOOK_OUTPUTS_FILE, dict(data))
-
-
-def judge_hook_outputs(run_dir: Path, case_id: str) -> dict[str, Any]:
-    """`outputs["hook_outputs"]` of a case: before_all data, overlaid by the case's before_each data."""
-    run_file = run_dir / HOOK_OUTPUTS_FILE
-    case_file = run_dir / "cases" / case_id / HOOK_OUTPUTS_FILE
-    global_data: dict[str, Any] = {}
-    if run_file.is_file():
-        global_data = read_yaml_mapping(run_file).get("before_all") or {}
-    case_data = read_yaml_mapping(case_file) if case_file.is_file() else {}
-    return {**global_data, **case_data}
+def write_hook_outputs(path: Path, data: Mapping[str, Any]) -> Path:
+    """Hook outputs' `data:` as YAML (the run directory says where: run-level or a case's)."""
+    return _dump(path, dict(data))
 
 
 def _dump(path: Path, document: Mapping[str, Any]) -> Path:

@@ -29,19 +29,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_eval_sandbox.config.models import EvalConfig
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     ToolHandlers,
 )
-from agent_eval_sandbox.hooks.interception.permissions import compile_permissions
+from agent_eval_sandbox.interception.permissions import compile_permissions
 
-HOOK_CLIENT_PATH = "/opt/agent-eval/hook_client.py"
+HOOK_CLIENT_PATH = paths.HOOK_CLIENT
 # An absolute interpreter in isolated mode: neither PATH nor PYTHON* variables
 # (which the agent could try to set through settings env) choose what runs.
 # An execute-only python3 (made in the image): the hook process is non-dumpable.
-HOOK_COMMAND = f"/usr/bin/python3-agent-eval -I {HOOK_CLIENT_PATH}"
-BROKER_SOCKET_IN_SANDBOX = "/run/agent-eval/broker.sock"
-MANAGED_SETTINGS_PATH = "/etc/claude-code/managed-settings.json"
+HOOK_COMMAND = f"{paths.PROTECTED_PYTHON} -I {HOOK_CLIENT_PATH}"
+BROKER_SOCKET_IN_SANDBOX = paths.BROKER_SOCKET
+MANAGED_SETTINGS_PATH = paths.MANAGED_SETTINGS
 # The reference's per-hook timeout, sized for a batch of LLM-answered
 # questions. The client gives up (and denies) well before it, the broker's
 # answer budget is smaller still, and onFailure: block covers the rest.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent_eval_sandbox.config.models import HookEntry
 from agent_eval_sandbox.errors import UserError
-from agent_eval_sandbox.hooks.outputs import HookOutputs
+from agent_eval_sandbox.lifecycle.outputs import HookOutputs
 
 
 class Phase(enum.StrEnum):

@@ -34,7 +34,7 @@ from agent_eval_sandbox.gateway.budget import worst_case_usd
 from agent_eval_sandbox.gateway.ledger import Reservation
 from agent_eval_sandbox.gateway.pricing import price_for
 from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
-from agent_eval_sandbox.hooks.interception.decision import AnswerRequest
+from agent_eval_sandbox.interception.decision import AnswerRequest
 from agent_eval_sandbox.model_api import RetryPolicy, is_transient
 
 MAX_TOKENS = 256

@@ -13,34 +13,34 @@ The runner's view:
   the case's budget (its gateway channel).
 """
 
-from agent_eval_sandbox.hooks.interception.answerer import AnthropicAnswerer, MeteredAnswerer
-from agent_eval_sandbox.hooks.interception.broker import (
+from agent_eval_sandbox.interception.answerer import AnthropicAnswerer, MeteredAnswerer
+from agent_eval_sandbox.interception.broker import (
     DECISIONS_FILE_NAME,
     Broker,
     BrokerLimits,
 )
-from agent_eval_sandbox.hooks.interception.compiler import (
+from agent_eval_sandbox.interception.compiler import (
     compile_handlers,
     extract_patterns,
     write_handlers,
 )
-from agent_eval_sandbox.hooks.interception.decision import (
+from agent_eval_sandbox.interception.decision import (
     CaseContext,
     Decision,
     ToolEvent,
     decide,
 )
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.interception.handlers import (
     HANDLERS_FILE_NAME,
     HandlersError,
     ToolHandlers,
 )
-from agent_eval_sandbox.hooks.interception.paths import PathDenyFilter, deny_filter
-from agent_eval_sandbox.hooks.interception.permissions import (
+from agent_eval_sandbox.interception.paths import PathDenyFilter, deny_filter
+from agent_eval_sandbox.interception.permissions import (
     compile_permission_rules,
     compile_permissions,
 )
-from agent_eval_sandbox.hooks.interception.settings import (
+from agent_eval_sandbox.interception.settings import (
     BROKER_SOCKET_IN_SANDBOX,
     MANAGED_SETTINGS_PATH,
     ContainerSettings,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,15 @@ from typing import Any
 
 from agent_eval_sandbox.config.yaml_reader import YamlReadError, read_yaml_file
 from agent_eval_sandbox.errors import RunDirError
+from agent_eval_sandbox.rundir.layout import (
+    RUN_JSON,
+    RUN_RESULT,
+    CaseDir,
+    RunDir,
+    is_case_id,
+)
+from agent_eval_sandbox.rundir.models import CaseOutcome, parse_outcome
 
-RUN_MARKERS = ("run.json", "run_result.json")
 MiB = 1024 * 1024
 MAX_TEXT_BYTES = 16 * MiB  # per file read whole (results, hook outputs)
 # What a judge's record holds of the agent's files and logs: per file and in
@@ -30,7 +36,6 @@ MAX_RECORD_FILES_BYTES = 16 * MiB
 MAX_RECORD_LOG_BYTES = 4 * MiB
 MAX_EVENTS_BYTES = 64 * MiB
 MAX_EVENTS_NODES = 20_000_000
-_CASE_ID = re.compile(r"^[^/\\\x00]+$")
 
 
 def read_text(path: Path, cap: int = MAX_TEXT_BYTES) -> str | None:
@@ -94,18 +99,18 @@ def read_jsonl(path: Path, cap: int = MAX_TEXT_BYTES) -> list[dict[str, Any]]:
     return entries
 
 
-def _is_case_id(name: str) -> bool:
-    return bool(_CASE_ID.match(name)) and name not in (".", "..") and not name.startswith(".")
-
-
 @dataclass(frozen=True)
 class FinishedRun:
-    """A run directory and its run-level metadata."""
+    """A run directory and its run-level records, as stored."""
 
-    root: Path
+    dir: RunDir
     meta: Mapping[str, Any]  # run.json
     result: Mapping[str, Any]  # run_result.json
     problems: tuple[str, ...] = ()
+
+    @property
+    def root(self) -> Path:
+        return self.dir.root
 
     @property
     def run_id(self) -> str:
@@ -125,11 +130,21 @@ class FinishedRun:
     def is_batch(self) -> bool:
         return self.result.get("execution_mode") == "batch"
 
-    def per_case(self, case_id: str) -> Mapping[str, Any]:
-        """This case's entry in run_result.json's `per_case`, or {}."""
+    def _per_case(self, case_id: str) -> Mapping[str, Any]:
         per_case = self.result.get("per_case")
         entry = per_case.get(case_id) if isinstance(per_case, Mapping) else None
         return entry if isinstance(entry, Mapping) else {}
+
+    def outcome(self, case_id: str) -> CaseOutcome | None:
+        """How the case ended: its own run_result.json, else run_result.json's per_case entry
+        (a batch invocation's outcome stands for each of its cases)."""
+        own, _ = read_mapping(self.dir.case(case_id).result)
+        for data in (own, self._per_case(case_id)):
+            if data:
+                outcome = parse_outcome(data)
+                if outcome is not None:
+                    return outcome
+        return None
 
     @property
     def case_ids(self) -> list[str]:
@@ -138,17 +153,14 @@ class FinishedRun:
         A case that crashed before its directory was written still has to be
         judged (and fail), so both sources count.
         """
-        ids: set[str] = set()
-        cases = self.root / "cases"
-        if cases.is_dir():
-            ids.update(p.name for p in cases.iterdir() if p.is_dir() and not p.is_symlink() and _is_case_id(p.name))
+        ids = set(self.dir.case_dirs())
         per_case = self.result.get("per_case")
         if isinstance(per_case, Mapping):
-            ids.update(k for k in per_case if isinstance(k, str) and _is_case_id(k))
+            ids.update(k for k in per_case if isinstance(k, str) and is_case_id(k))
         return sorted(ids)
 
-    def case_dir(self, case_id: str) -> Path:
-        return self.root / "cases" / case_id
+    def case(self, case_id: str) -> CaseDir:
+        return self.dir.case(case_id)
 
 
 def open_finished_run(path: Path | str) -> FinishedRun:
@@ -159,15 +171,16 @@ def open_finished_run(path: Path | str) -> FinishedRun:
             f"{root}: no such run directory" if not root.exists() else f"{root}: not a directory",
             fix="pass the directory a run wrote, e.g. eval/runs/<eval-name>/<run-id>",
         )
-    if not any((root / marker).is_file() for marker in RUN_MARKERS):
+    run = RunDir(root.resolve())
+    if not run.run_json.is_file() and not run.run_result.is_file():
         raise RunDirError(
-            f"{root}: not a run directory (it has neither run.json nor run_result.json)",
+            f"{root}: not a run directory (it has neither {RUN_JSON} nor {RUN_RESULT})",
             fix="pass the directory a run wrote, e.g. eval/runs/<eval-name>/<run-id>",
         )
-    meta, meta_problem = read_mapping(root / "run.json")
-    result, result_problem = read_mapping(root / "run_result.json")
+    meta, meta_problem = read_mapping(run.run_json)
+    result, result_problem = read_mapping(run.run_result)
     problems = tuple(p for p in (meta_problem, result_problem) if p)
-    return FinishedRun(root=root.resolve(), meta=meta, result=result, problems=problems)
+    return FinishedRun(dir=run, meta=meta, result=result, problems=problems)
 
 
 def relative_files(directory: Path) -> list[str]:

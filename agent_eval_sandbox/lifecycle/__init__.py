@@ -17,21 +17,21 @@ runner.py holds the failure rules, host.py the process handling on the
 host, container.py the container-scope hooks, env.py what hooks are told.
 """
 
-from agent_eval_sandbox.hooks.lifecycle.env import (
+from agent_eval_sandbox.lifecycle.env import (
     CaseInfo,
     RunInfo,
     container_env,
     host_cwd,
     host_env,
 )
-from agent_eval_sandbox.hooks.lifecycle.model import (
+from agent_eval_sandbox.lifecycle.model import (
     HookFailed,
     HookResult,
     HookStatus,
     Phase,
     PhaseResult,
 )
-from agent_eval_sandbox.hooks.lifecycle.runner import (
+from agent_eval_sandbox.lifecycle.runner import (
     CONDITION_TIMEOUT_S,
     HookRunner,
     NoSandboxError,

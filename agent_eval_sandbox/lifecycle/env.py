@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_eval_sandbox.hooks.lifecycle.model import Phase
 from agent_eval_sandbox.host_env import untrusted_free_env
+from agent_eval_sandbox.lifecycle.model import Phase
 
 RUN_VARS = (
     "AGENT_EVAL_WORKSPACE",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.models import DEFAULT_HOOK_MODEL, EvalConfig
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     HANDLERS_FILE_NAME,
     Handler,
@@ -103,7 +103,7 @@ def write_handlers(
         )
     if llm:
         # Imported here: only --llm needs the SDK client.
-        from agent_eval_sandbox.hooks.interception.refine import refine_handlers
+        from agent_eval_sandbox.interception.refine import refine_handlers
 
         handlers = refine_handlers(handlers, environ=os.environ if environ is None else environ, source=str(loaded.path))
     target = output or resolved_handlers_path(loaded)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from agent_eval_sandbox.hooks.lifecycle.model import CommandOutcome
-from agent_eval_sandbox.hooks.outputs import (
+from agent_eval_sandbox.lifecycle.model import CommandOutcome
+from agent_eval_sandbox.lifecycle.outputs import (
     HookOutputsError,
     OutputsFile,
     combine_outputs,

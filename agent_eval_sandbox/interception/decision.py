@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_eval_sandbox.config.dataset import ANSWERS_NAMES, INPUT_NAMES
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     Handler,
     OverrideEntry,

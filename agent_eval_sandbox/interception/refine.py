@@ -22,14 +22,14 @@ from typing import Any
 
 import anthropic
 
-from agent_eval_sandbox.hooks.interception.answerer import (
+from agent_eval_sandbox.interception.answerer import (
     ANSWER_RETRY,
     GREEDY,
     client_from_env,
     create_message,
     first_text,
 )
-from agent_eval_sandbox.hooks.interception.handlers import (
+from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     EnvCheck,
     Handler,

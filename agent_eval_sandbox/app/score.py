@@ -1,0 +1,144 @@
+"""Judging a finished run: every judge on every case, then summary, reports and thresholds.
+
+`score_run` is the `score RUN_DIR` command and a run's last step. Per case
+it builds the `outputs` record once (judges/record.py), then asks each judge
+(judges/kinds.py) for its verdict. Whatever one judge does on one case —
+raise, hang, crash, answer nonsense — becomes that case's error for that
+judge, never the run's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent_eval_sandbox.app.validate import load_checked
+from agent_eval_sandbox.config.loader import LoadedConfig
+from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.errors import RunDirError
+from agent_eval_sandbox.host_env import untrusted_free_env
+from agent_eval_sandbox.judges.kinds import Judge, JudgeServices, JudgeSetup, make_judge
+from agent_eval_sandbox.judges.llm import ModelJudge, RetryPolicy
+from agent_eval_sandbox.judges.record import build_record, read_case_files
+from agent_eval_sandbox.judges.results import CaseResult, Sample
+from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
+from agent_eval_sandbox.model_api import ModelEndpoint
+from agent_eval_sandbox.report.build import ScoreResult, write_reports
+from agent_eval_sandbox.report.summary import compute_run_metrics, summarize
+from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
+
+DEFAULT_JUDGE_TIMEOUT_S = 60.0
+DEFAULT_PARALLELISM = 4
+Echo = Callable[[str], None]
+
+
+def judge_case(judges: list[Judge], record: dict[str, Any],
+               services: JudgeServices) -> tuple[dict[str, CaseResult], list[tuple[str, Sample]]]:
+    """Every judge on one case: results by judge name, and the samples rejected as off-scale."""
+    outputs_json = encode_json(record)
+    results: dict[str, CaseResult] = {}
+    off_scale: list[tuple[str, Sample]] = []
+    for judge in judges:
+        result, samples = judge.score(record, outputs_json, services)
+        results[judge.name] = result
+        off_scale += [(judge.name, s) for s in samples if s.off_scale]
+    return results, off_scale
+
+
+def _config_for(run: FinishedRun, config_path: Path | str | None) -> LoadedConfig:
+    path = Path(config_path) if config_path is not None else run.config_path
+    if path is None:
+        raise RunDirError(
+            f"{run.root}: run.json does not record the eval.yaml the run used",
+            fix="pass it explicitly (score RUN_DIR --config path/to/eval.yaml)",
+        )
+    if not path.exists():
+        raise RunDirError(
+            f"{path}: the eval.yaml {'given' if config_path is not None else 'recorded in run.json'} does not exist",
+            fix="pass the eval.yaml explicitly (score RUN_DIR --config path/to/eval.yaml)",
+        )
+    return load_checked(path)
+
+
+def score_run(
+    run_dir: Path | str,
+    config_path: Path | str | None = None,
+    *,
+    judge_timeout_s: float = DEFAULT_JUDGE_TIMEOUT_S,
+    parallelism: int = DEFAULT_PARALLELISM,
+    samples: int | None = None,
+    echo: Echo | None = None,
+    retry: RetryPolicy | None = None,
+    endpoint: ModelEndpoint | None = None,
+) -> ScoreResult:
+    """Judge a finished run (again) and write summary.yaml/json, report.html and junit.xml.
+
+    The config is `config_path`, else the eval.yaml recorded in run.json;
+    `samples` overrides every LLM judge's `samples`. Raises RunDirError for a
+    directory that is not a run, ConfigError for a bad eval.yaml; judge
+    failures never raise.
+    """
+    run = open_finished_run(run_dir)
+    loaded = _config_for(run, config_path)
+    config: EvalConfig = loaded.config
+    say = echo or (lambda _line: None)
+    lock = threading.Lock()
+    warnings = [*loaded.warnings, *run.problems]
+    setup = JudgeSetup(loaded, os.environ, samples)
+    judges = [make_judge(j, setup) for j in config.scored_judges]
+    case_ids = run.case_ids
+    say(f"Judging {len(case_ids)} cases with {len(judges)} judges: {', '.join(j.name for j in judges) or 'none'}")
+
+    per_case: dict[str, dict[str, CaseResult]] = {}
+    done = 0
+
+    def score(case_id: str, services: JudgeServices) -> None:
+        nonlocal done
+        problems: tuple[str, ...] = ()
+        try:
+            files = read_case_files(run, case_id, loaded)
+            problems = files.problems
+            record = build_record(files, config.outputs, config.traces)
+        except OSError as exc:  # e.g. a directory we may not read: the case errors, the run goes on
+            reason = f"the case's files could not be read: {exc}"
+            results = {j.name: CaseResult.errored(j.judge_type, reason) for j in judges}
+            off_scale: list[tuple[str, Sample]] = []
+        else:
+            results, off_scale = judge_case(judges, record, services)
+        with lock:
+            per_case[case_id] = results
+            warnings.extend(f"{case_id}: {problem}" for problem in problems)
+            done += 1
+            say(f"  [{done}/{len(case_ids)}] {case_id}")
+            for name, sample in off_scale:
+                say(f"  WARNING: {case_id}: judge '{name}' {sample.error}")
+
+    # Judge code runs from the project root (cwd and sys.path), over the run's files as data:
+    # nothing of the run directory may be where the worker looks for code.
+    with WorkerPool(loaded.root, env=untrusted_free_env(os.environ, [run.root])) as pool:
+        services = JudgeServices(pool=pool, models=ModelJudge(retry, endpoint=endpoint), timeout_s=judge_timeout_s)
+        executor = ThreadPoolExecutor(max_workers=max(1, parallelism))
+        try:
+            for future in [executor.submit(score, case_id, services) for case_id in case_ids]:
+                future.result()
+        finally:
+            # On Ctrl-C, do not wait out running judges: closing the pool kills their workers.
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    summary = summarize(
+        run_id=run.run_id,
+        eval_name=config.name,
+        title=config.title,
+        config_path=str(loaded.path),
+        scored_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        judges=[judge.meta for judge in judges],
+        per_case={case_id: per_case[case_id] for case_id in case_ids},
+        thresholds=config.thresholds,
+        run_metrics=compute_run_metrics(run.result),
+    )
+    return ScoreResult(run_dir=run.root, summary=summary, reports=write_reports(run, summary), warnings=warnings)

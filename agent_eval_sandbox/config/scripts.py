@@ -1,0 +1,30 @@
+"""The offline scripts: files that play the models in an offline run, and where each is looked for.
+
+None of them ever enters a sandbox (they are answer key: they say what the
+"model" answers, how questions are answered and what the judges decide).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# What the model answers: in a case's directory; in batch mode, the dataset directory's.
+MODEL_SCRIPT = "model_script.yaml"
+# The AskUserQuestion model tier: the case's, else the one beside eval.yaml.
+HOOK_SCRIPT = "hook_script.yaml"
+# The LLM judges: beside eval.yaml, consumed one request at a time in case order.
+JUDGE_SCRIPT = "judge_script.yaml"
+ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT})
+
+
+def model_script_path(case_dirs: list[Path], dataset_dir: Path, *, batch: bool) -> Path:
+    return dataset_dir / MODEL_SCRIPT if batch or len(case_dirs) != 1 else case_dirs[0] / MODEL_SCRIPT
+
+
+def hook_script_path(case_dir: Path | None, eval_dir: Path) -> Path | None:
+    candidates = ([case_dir / HOOK_SCRIPT] if case_dir is not None else []) + [eval_dir / HOOK_SCRIPT]
+    return next((path for path in candidates if path.is_file()), None)
+
+
+def judge_script_path(eval_dir: Path) -> Path:
+    return eval_dir / JUDGE_SCRIPT

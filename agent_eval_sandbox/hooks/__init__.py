@@ -1,1 +1,0 @@
-"""Hooks: lifecycle hooks (host and container scope) and tool interception."""

@@ -1,0 +1,219 @@
+"""Where each artifact of a run lives (docs/run-directory.md): every name, in one place.
+
+    <runs-dir>/<eval-name>/<run-id>/           RunDir
+        run.json, run_result.json, summary.*, report.html, junit.xml, hooks/, ...
+        cases/<case-id>/                        CaseDir
+            stdout.log, events.json, run_result.json, _modified/, ...
+
+Nothing else in the package spells these names: the runner writes, the judges
+and reports read, all through `RunDir` and `CaseDir`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_eval_sandbox.errors import UserError
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+DEFAULT_RUNS_DIR = "eval/runs"
+
+# The run's own files.
+RUN_JSON = "run.json"
+RUN_RESULT = "run_result.json"
+HOOK_OUTPUTS = "hook_outputs.yaml"
+HOOKS_DIR = "hooks"
+SUMMARY_YAML = "summary.yaml"
+SUMMARY_JSON = "summary.json"
+REPORT_HTML = "report.html"
+JUNIT_XML = "junit.xml"
+CASE_ORDER = "case_order.yaml"
+CASES_DIR = "cases"
+
+# A case's files (in batch mode the single invocation's logs sit at the run's root).
+INPUT = "input.yaml"
+STDOUT_LOG = "stdout.log"
+STDERR_LOG = "stderr.log"
+EVENTS = "events.json"
+TRANSCRIPT = "transcript.jsonl"
+SUBAGENTS_DIR = "subagents"
+MODIFIED_DIR = "_modified"
+WORKSPACE_DIFF = "workspace.diff"
+GATEWAY_LOG = "gateway.jsonl"
+TOOL_DECISIONS = "tool_decisions.jsonl"
+CASE_RESULT = RUN_RESULT
+CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
+
+# Files that are a run's, never a case's: a case id must not shadow them.
+_CASE_ID = re.compile(r"^[^/\\\x00]+$")
+
+
+def new_run_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def validate_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.match(run_id) or run_id in (".", ".."):
+        raise UserError(
+            f"--run-id {run_id!r} is not a valid run id",
+            fix="use letters, digits, '.', '_' and '-' only",
+        )
+    return run_id
+
+
+def runs_base(cli_value: str | None, environ: Mapping[str, str]) -> Path:
+    """`--runs-dir`, else $AGENT_EVAL_RUNS_DIR, else eval/runs."""
+    return Path(cli_value or environ.get("AGENT_EVAL_RUNS_DIR") or DEFAULT_RUNS_DIR)
+
+
+def safe_component(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
+    return cleaned or "eval"
+
+
+def is_case_id(name: str) -> bool:
+    """A directory name under cases/ that can be a case (not hidden, no separators)."""
+    return bool(_CASE_ID.match(name)) and name not in (".", "..") and not name.startswith(".")
+
+
+@dataclass(frozen=True)
+class CaseDir:
+    """`cases/<case-id>/`, or the run's root for a batch invocation's own logs."""
+
+    path: Path
+
+    @property
+    def input(self) -> Path:
+        return self.path / INPUT
+
+    @property
+    def stdout_log(self) -> Path:
+        return self.path / STDOUT_LOG
+
+    @property
+    def stderr_log(self) -> Path:
+        return self.path / STDERR_LOG
+
+    @property
+    def events(self) -> Path:
+        return self.path / EVENTS
+
+    @property
+    def transcript(self) -> Path:
+        return self.path / TRANSCRIPT
+
+    @property
+    def subagents(self) -> Path:
+        return self.path / SUBAGENTS_DIR
+
+    @property
+    def modified(self) -> Path:
+        return self.path / MODIFIED_DIR
+
+    @property
+    def workspace_diff(self) -> Path:
+        return self.path / WORKSPACE_DIFF
+
+    @property
+    def gateway_log(self) -> Path:
+        return self.path / GATEWAY_LOG
+
+    @property
+    def tool_decisions(self) -> Path:
+        return self.path / TOOL_DECISIONS
+
+    @property
+    def hook_outputs(self) -> Path:
+        return self.path / CASE_HOOK_OUTPUTS
+
+    @property
+    def result(self) -> Path:
+        return self.path / CASE_RESULT
+
+    def output(self, relative: str) -> Path:
+        """A collected `outputs[].path` (relative to the workspace)."""
+        return self.path / relative
+
+    def ensure(self) -> CaseDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    @classmethod
+    def create(cls, base: Path, eval_name: str, run_id: str) -> RunDir:
+        root = base / safe_component(eval_name) / run_id
+        if root.exists():
+            raise UserError(f"run directory {root} already exists", fix="choose another --run-id")
+        (root / CASES_DIR).mkdir(parents=True)
+        (root / HOOKS_DIR).mkdir()
+        return cls(root)
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
+
+    @property
+    def run_result(self) -> Path:
+        return self.root / RUN_RESULT
+
+    @property
+    def hook_outputs(self) -> Path:
+        return self.root / HOOK_OUTPUTS
+
+    @property
+    def hooks(self) -> Path:
+        return self.root / HOOKS_DIR
+
+    @property
+    def summary_yaml(self) -> Path:
+        return self.root / SUMMARY_YAML
+
+    @property
+    def summary_json(self) -> Path:
+        return self.root / SUMMARY_JSON
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / REPORT_HTML
+
+    @property
+    def junit_xml(self) -> Path:
+        return self.root / JUNIT_XML
+
+    @property
+    def case_order(self) -> Path:
+        return self.root / CASE_ORDER
+
+    @property
+    def cases(self) -> Path:
+        return self.root / CASES_DIR
+
+    @property
+    def batch_logs(self) -> CaseDir:
+        """Where a batch invocation's own logs and results go: the run's root."""
+        return CaseDir(self.root)
+
+    def case(self, case_id: str) -> CaseDir:
+        return CaseDir(self.root / CASES_DIR / case_id)
+
+    def case_dirs(self) -> list[str]:
+        """The case ids that have a directory under cases/."""
+        if not self.cases.is_dir():
+            return []
+        return sorted(p.name for p in self.cases.iterdir() if p.is_dir() and not p.is_symlink() and is_case_id(p.name))
+
+
+def relative_link(run: RunDir, path: Path) -> str:
+    """A path inside the run directory as the reports link it (posix, relative to the root)."""
+    return os.path.relpath(path, run.root).replace(os.sep, "/")

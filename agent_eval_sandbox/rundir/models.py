@@ -1,0 +1,156 @@
+"""The typed records of a run: what `cases/<id>/run_result.json`, `run_result.json` and `run.json` hold.
+
+`CaseOutcome` is where one case's pipeline ends and what the judges and the
+reports read back; `RunResult` is the reference's run-level shape, computed
+from the outcomes (pure). Read back with `extra="allow"`: a run written by a
+newer version keeps what this one does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+EndReason = Literal["exited", "timed_out", "oom_killed", "signaled", "budget_exhausted", "hook_failed", "error"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class GatewayUse(_Record):
+    """What the case's gateway channel saw: requests, budget refusals, spend."""
+
+    requests: int = 0
+    refused: int = 0
+    spent_usd: float = 0.0
+
+
+class Changes(_Record):
+    added: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+    deleted: list[str] = Field(default_factory=list)
+
+
+class Integrity(_Record):
+    """The check of the agent's stream against the gateway's own record (runner/integrity.py)."""
+
+    checked: bool = False
+    dropped: int = 0
+    unverified: int = 0
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class CaseOutcome(_Record):
+    """How one invocation (a case; in batch mode, all of them) ended, and what it used."""
+
+    case_id: str = ""
+    cases: list[str] = Field(default_factory=list)
+    exit_code: int | None = None
+    end_reason: EndReason = "error"
+    signal: int | None = None
+    duration_s: float | None = None
+    # Time inside the agent's exec; duration_s minus this is the controller's overhead.
+    agent_duration_s: float | None = None
+    started_at: float | None = None
+    token_usage: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float | None = None
+    cli_cost_usd: float | None = None
+    gateway: GatewayUse = Field(default_factory=GatewayUse)
+    num_turns: int | None = None
+    permission_denials: list[dict[str, Any]] = Field(default_factory=list)
+    limits_hit: list[str] = Field(default_factory=list)
+    oom_kills: int | None = None
+    session_id: str | None = None
+    model: str | None = None
+    result: str | None = None
+    changes: Changes = Field(default_factory=Changes)
+    integrity: Integrity = Field(default_factory=Integrity)
+    error: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class RunResult(_Record):
+    """`run_result.json`: the reference's run-level shape, plus `end_reasons` and `per_case`."""
+
+    exit_code: int = 0
+    duration_s: float = 0.0
+    wall_clock_s: float = 0.0
+    cost_usd: float = 0.0
+    token_usage: dict[str, int] = Field(default_factory=dict)
+    num_turns: int = 0
+    num_cases: int = 0
+    model: str | None = None
+    agent: str = "claude-code"
+    agent_version: str | None = None
+    permission_denials: list[dict[str, Any]] = Field(default_factory=list)
+    execution_mode: str = "case"
+    end_reasons: dict[str, str] = Field(default_factory=dict)
+    per_case: dict[str, CaseOutcome] = Field(default_factory=dict)
+
+    @classmethod
+    def from_outcomes(
+        cls,
+        outcomes: Sequence[CaseOutcome],
+        *,
+        mode: str,
+        model: str | None,
+        wall_clock_s: float,
+        agent_version: str | None,
+    ) -> RunResult:
+        """The run's totals (pure). Its exit code is the worst of the cases': a case that
+        never exited counts as 1; otherwise the largest code by magnitude."""
+        usage: dict[str, int] = {}
+        for outcome in outcomes:
+            for key, value in outcome.token_usage.items():
+                usage[key] = usage.get(key, 0) + int(value)
+        worst = 0
+        for code in (o.exit_code for o in outcomes):
+            if code is None:
+                worst = worst or 1
+            elif code != 0 and (worst == 0 or abs(code) > abs(worst)):
+                worst = code
+        per_case: dict[str, CaseOutcome] = {}
+        for outcome in outcomes:
+            for case_id in outcome.cases or [outcome.case_id]:
+                per_case[case_id] = outcome
+        return cls(
+            exit_code=worst,
+            duration_s=round(sum(o.duration_s or 0.0 for o in outcomes), 3),
+            wall_clock_s=round(wall_clock_s, 3),
+            cost_usd=round(sum(o.cost_usd or 0.0 for o in outcomes), 6),
+            token_usage=usage,
+            num_turns=sum(o.num_turns or 0 for o in outcomes),
+            num_cases=len(per_case),
+            model=model,
+            agent_version=agent_version,
+            permission_denials=[d for o in outcomes for d in o.permission_denials],
+            execution_mode=mode,
+            end_reasons={o.case_id: o.end_reason for o in outcomes},
+            per_case=per_case,
+        )
+
+    def to_data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def parse_outcome(data: Mapping[str, Any]) -> CaseOutcome | None:
+    """A stored case outcome; a field that is damaged is left out (unknown), not the whole record.
+    None when nothing of it is usable."""
+    if not isinstance(data, Mapping):
+        return None
+    record = dict(data)
+    for _ in range(len(record) + 1):
+        try:
+            return CaseOutcome.model_validate(record)
+        except ValidationError as exc:
+            bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+            if not bad & set(record):
+                return None
+            for key in bad:
+                record.pop(key, None)
+    return None

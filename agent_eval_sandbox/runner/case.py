@@ -1,0 +1,335 @@
+"""One invocation as a pipeline: prepare → before_each → sandbox + agent → copy out → after_each → collect.
+
+    outcome = run_case(ctx, invocation, status, slot)
+
+Each stage is a function of typed values. What a stage starts — the model
+upstream, the gateway channel, the hook broker, the sandbox — it registers on
+the case's `CaseParts`, which releases all of it whatever happened; after_each
+runs before that, always. `run_case` ends in a `CaseOutcome` and never raises
+an `Exception`: what one case runs into is its own error, not the run's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.gateway.gateway import Channel
+from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.interception import (
+    DECISIONS_FILE_NAME,
+    Broker,
+    CaseContext,
+    build_container_settings,
+)
+from agent_eval_sandbox.interception.answerer import MeteredAnswerer
+from agent_eval_sandbox.lifecycle import CaseInfo, HookFailed, Phase
+from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
+from agent_eval_sandbox.rundir.layout import CaseDir
+from agent_eval_sandbox.rundir.models import CaseOutcome
+from agent_eval_sandbox.rundir.write import append_text, write_json
+from agent_eval_sandbox.runner import agent_command as ac
+from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
+from agent_eval_sandbox.runner.collect import collect_case
+from agent_eval_sandbox.runner.context import CaseStatus, RunContext
+from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.runner.workspace import stage_invocation_workspace
+from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError
+from agent_eval_sandbox.sandbox.policy import sandbox_spec
+
+
+class CaseParts:
+    """Everything a case holds open; `close()` releases it all, the sandbox first in its own right."""
+
+    def __init__(self) -> None:
+        self.stack = contextlib.ExitStack()
+        self.channel: Channel | None = None
+        self.broker: Broker | None = None
+        self.sandbox: Sandbox | None = None
+
+    def close(self) -> None:
+        # Side by side: removing a container takes a while, and so can stopping a server.
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            others = pool.submit(self.stack.close)
+            if self.sandbox is not None:
+                self.sandbox.destroy()
+            others.result()
+
+
+# ---- the stages ------------------------------------------------------------------------
+
+
+def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts, status: CaseStatus) -> StagedCase:
+    """Stage the workspace, the prompt and the settings; start the model upstream and the gateway channel.
+
+    `slot` names the host staging directory: short, because the gateway's unix
+    socket lives there and socket paths are limited to ~100 bytes.
+    """
+    status.state = "staging"
+    out = ctx.run_dir.batch_logs if ctx.config.is_batch else ctx.run_dir.case(invocation.id).ensure()
+    stage = ctx.staging / slot
+    workspace, collected, transcripts, channel_dir = (stage / "workspace", stage / "after", stage / "projects",
+                                                      stage / "run")
+    for path in (collected, transcripts):
+        path.mkdir(parents=True, exist_ok=True)
+    channel_dir.mkdir(parents=True, mode=0o755)
+    channel_dir.chmod(0o755)  # the sandbox user must reach the sockets through it
+    (channel_dir / paths.PROMPT_FILE_NAME).write_text(invocation.prompt, encoding="utf-8")
+    for case in invocation.cases:
+        shutil.copyfile(case.input_file, ctx.run_dir.case(case.id).ensure().input)
+    stage_invocation_workspace(ctx.config, invocation, workspace, repo_copy=ctx.repo_copy, is_denied=ctx.is_denied)
+    workspace_env, _ = ac.workspace_env(ctx.config, ctx.host_environ)
+    settings = build_container_settings(ctx.config, ctx.handlers, workspace_env=workspace_env)
+    if settings.workspace_settings:
+        (workspace / ".claude").mkdir(exist_ok=True)
+        (workspace / ".claude" / "settings.json").write_text(json.dumps(settings.workspace_settings, indent=2))
+    managed = stage / "managed-settings.json"
+    managed.write_text(json.dumps(settings.managed_settings, indent=2))
+    managed.chmod(0o644)
+    upstream = parts.stack.enter_context(ctx.models.case_upstream(invocation))
+    channel = ctx.gateway.open_channel(
+        invocation.id,
+        channel_dir / paths.GATEWAY_SOCKET_NAME,
+        ctx.settings.max_budget_usd,
+        out.gateway_log,
+        upstream_url=upstream,
+    )
+    parts.stack.callback(channel.close)
+    parts.channel = channel
+    status.channel_cost = lambda: channel.spent_usd
+    return StagedCase(invocation, out, workspace, collected, transcripts, channel_dir, managed, settings, workspace_env)
+
+
+class LazySandbox:
+    """The case's sandbox, created (and the staged workspace copied in) on first use.
+
+    Host-scope before_each hooks prepare the staged workspace before it is
+    copied in; a case whose before_each has no container-scope hook does not
+    wait for a sandbox before its hooks.
+    """
+
+    def __init__(self, ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseStatus) -> None:
+        self._ctx, self._staged, self._parts, self._status = ctx, staged, parts, status
+        self._copied: list[tuple[str, int, int]] = []
+
+    @property
+    def current(self) -> Sandbox | None:
+        return self._parts.sandbox
+
+    def get(self) -> Sandbox:
+        if self._parts.sandbox is None:
+            ctx, staged = self._ctx, self._staged
+            if ctx.cancelled.is_set():
+                raise SandboxError("the run was interrupted before this case started")
+            self._status.state = "starting"
+            mounts = [BindMount(staged.channel_dir, paths.RUN_DIR),
+                      BindMount(staged.managed_settings, paths.MANAGED_SETTINGS)]
+            mounts += [BindMount(r.host_path, r.container_path) for r in ctx.resources]
+            spec = sandbox_spec(ctx.config.sandbox, image=ctx.image_ref, run_id=ctx.run_id,
+                                case_id=staged.invocation.id, timeout_s=ctx.settings.timeout_s, now=time.time(),
+                                mounts=mounts)
+            self._parts.sandbox = ctx.backend.create(spec)
+            self._copy_in()
+        return self._parts.sandbox
+
+    def _copy_in(self) -> None:
+        assert self._parts.sandbox is not None
+        self._parts.sandbox.copy_in(self._staged.workspace, paths.WORKSPACE, exclude=self._ctx.is_denied)
+        self._copied = _snapshot(self._staged.workspace)
+
+    def sync(self) -> None:
+        """After a host hook changed the staged copy behind a running sandbox: send it in again."""
+        if self._parts.sandbox is not None and _snapshot(self._staged.workspace) != self._copied:
+            self._copy_in()
+
+
+def before_each(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, status: CaseStatus) -> HookOutputs:
+    """The before_each hooks; raises HookFailed when one that must not fail did."""
+    case = staged.case
+    if not ctx.per_case_hooks or case is None or not ctx.config.hooks.before_each:
+        return HookOutputs()
+    status.state = "before_each"
+    phase = ctx.hooks.run(Phase.BEFORE_EACH, ctx.config.hooks.before_each, case=case, sandbox=sandbox.get)
+    sandbox.sync()
+    write_hook_outputs(staged.out.hook_outputs, phase.outputs.data)
+    return phase.outputs
+
+
+def start_broker(ctx: RunContext, staged: StagedCase, parts: CaseParts, agent_env: dict[str, str]) -> None:
+    """The host side of the PreToolUse hook: it holds the handlers and the case's answers."""
+    if not staged.settings.intercepts or ctx.handlers is None:
+        return
+    invocation = staged.invocation
+    answerer = parts.stack.enter_context(ctx.models.hook_answerer(invocation))
+    if answerer is not None and parts.channel is not None:
+        # The questions come from the sandbox and the calls use the host's credentials:
+        # each one is paid from the case's budget, through its gateway channel.
+        answerer = MeteredAnswerer(answerer, parts.channel)
+    context = CaseContext.from_case_dir(invocation.cases[0].dir) if not ctx.config.is_batch else CaseContext()
+    broker = Broker(
+        invocation.id,
+        staged.channel_dir / paths.BROKER_SOCKET_NAME,
+        ctx.handlers,
+        context,
+        # The environment the agent's own hook would see: settings env over the process env.
+        {**agent_env, **staged.workspace_env},
+        staged.out.path / DECISIONS_FILE_NAME,
+        answerer=answerer,
+        warn=ctx.warn,
+    ).start()
+    parts.stack.callback(broker.close)
+    parts.broker = broker
+
+
+def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: CaseParts,
+              hook_outputs: HookOutputs, status: CaseStatus) -> ExecResult:
+    """`claude -p` in the sandbox, its output streamed to the case's logs, until it ends or its deadline."""
+    box = sandbox.get()
+    plugin_dirs = [r.container_path for r in ctx.resources if "/.staged-plugins/" in r.container_path]
+    argv = ac.launcher_argv(ac.claude_argv(ctx.config, ctx.settings, plugin_dirs=plugin_dirs,
+                                           extra_flags=staged.settings.cli_flags))
+    env = ac.agent_environment(ctx.config, ctx.settings, host_environ=ctx.host_environ,
+                               hook_env=ctx.global_hook_outputs.merged(hook_outputs).env)
+    for key in env.dropped:
+        ctx.warn(f"{staged.invocation.id}: {key} is set by the sandbox itself; the configured value is ignored")
+    start_broker(ctx, staged, parts, env.env)
+    status.state = "running"
+    with open(staged.out.stdout_log, "wb") as stdout, open(staged.out.stderr_log, "wb") as stderr:
+        return box.exec(argv, env=env.env, cwd=paths.WORKSPACE, stdout=stdout, stderr=stderr,
+                        timeout=ctx.settings.timeout_s, on_timeout="freeze")
+
+
+# Whatever the agent wrote (frozen at the deadline or not) comes out under these caps.
+COPY_OUT_MAX_FILES = 100_000
+COPY_OUT_SLACK_BYTES = 64 * 1024 * 1024
+
+
+def copy_out(ctx: RunContext, staged: StagedCase, sandbox: Sandbox, status: CaseStatus) -> None:
+    status.state = "collecting"
+    cap = sandbox.spec.limits.workspace_bytes + COPY_OUT_SLACK_BYTES
+    sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
+    sandbox.copy_out(f"{paths.HOME}/.claude/projects", staged.transcripts, max_bytes=cap,
+                     max_files=COPY_OUT_MAX_FILES)
+
+
+def after_each(ctx: RunContext, staged: StagedCase, sandbox: Sandbox | None, copied_out: bool,
+               status: CaseStatus) -> None:
+    """Always runs; never raises. Host hooks get the workspace as the agent left it, as data:
+    they run in the project root (`lifecycle.env.host_cwd`)."""
+    case = staged.case
+    if not ctx.per_case_hooks or case is None or not ctx.config.hooks.after_each:
+        return
+    status.state = "after_each"
+    workspace = staged.collected if copied_out else staged.workspace
+    needs_sandbox = any(h.scope == "container" for h in ctx.config.hooks.after_each)
+    if needs_sandbox and sandbox is not None and sandbox.frozen and not sandbox.thaw():
+        ctx.warn(f"{case.id}: the sandbox could not be resumed after its deadline; "
+                 "container-scope after_each hooks will fail")
+    ctx.hooks.run_safe(Phase.AFTER_EACH, ctx.config.hooks.after_each,
+                       case=CaseInfo(case.id, workspace, case.source_dir, case.input_path, run_dir=case.run_dir),
+                       sandbox=sandbox)
+
+
+# ---- the pipeline ----------------------------------------------------------------------
+
+
+def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: str) -> CaseOutcome:
+    """Run one invocation and write its case files; never raises an Exception."""
+    status.started = time.monotonic()
+    started_wall = time.time()
+    parts = CaseParts()
+    staged: StagedCase | None = None
+    agent = AgentRun(error="the case did not start")
+    try:
+        try:
+            staged = prepare(ctx, invocation, slot, parts, status)
+            agent = _middle(ctx, staged, parts, status)
+        finally:
+            try:
+                parts.close()
+            except Exception as exc:  # the run's final teardown removes what is left
+                if staged is not None:
+                    agent = _with_error(agent, internal_error("tearing the case down", exc, staged.out))
+        if staged is None:
+            raise RuntimeError("prepare() returned nothing")
+        outcome = collect_case(ctx, staged, agent, ChannelUse.of(parts.channel), started_wall, status.elapsed)
+    except Exception as exc:  # preparing or collecting failed: still this case's error only
+        out = staged.out if staged is not None else ctx.run_dir.case(invocation.id)
+        outcome = uncollected_outcome(ctx, invocation, out, started_wall, status.elapsed, ChannelUse.of(parts.channel),
+                                      internal_error("preparing the case" if staged is None else
+                                                     "collecting the case's results", exc, out))
+    status.final_cost = outcome.cost_usd or 0.0
+    status.finished = time.monotonic()
+    status.state = outcome.end_reason if outcome.end_reason != "exited" else (
+        "done" if outcome.exit_code == 0 else f"exit {outcome.exit_code}")
+    return outcome
+
+
+def _middle(ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseStatus) -> AgentRun:
+    """before_each, the agent, copy out — then after_each, whatever happened."""
+    sandbox = LazySandbox(ctx, staged, parts, status)
+    result: ExecResult | None = None
+    copied = False
+    try:
+        hook_outputs = before_each(ctx, staged, sandbox, status)
+        result = run_agent(ctx, staged, sandbox, parts, hook_outputs, status)
+        copy_out(ctx, staged, sandbox.get(), status)
+        copied = True
+        return AgentRun(result=result, copied_out=True)
+    except HookFailed as exc:
+        return AgentRun(result=result, error=exc.render(), hook_failed=True, copied_out=copied)
+    except UserError as exc:
+        return AgentRun(result=result, error=exc.render(), copied_out=copied)
+    except SandboxError as exc:
+        return AgentRun(result=result, error=str(exc), copied_out=copied)
+    except Exception as exc:  # whatever this case ran into (a limit it pushed the host to, a bug) is its own
+        return AgentRun(result=result, error=internal_error("running the case", exc, staged.out), copied_out=copied)
+    finally:
+        after_each(ctx, staged, sandbox.current, copied, status)
+
+
+def _with_error(agent: AgentRun, error: str) -> AgentRun:
+    return agent if agent.error else AgentRun(agent.result, error, agent.hook_failed, agent.copied_out)
+
+
+def internal_error(action: str, exc: Exception, out: CaseDir) -> str:
+    """One line for the results; the traceback goes to the case's stderr.log."""
+    message = f"{action} failed: {type(exc).__name__}: {exc}"
+    with contextlib.suppress(OSError):
+        append_text(out.stderr_log, f"\nERROR: {message}\n" + "".join(traceback.format_exception(exc)))
+    return message
+
+
+def uncollected_outcome(ctx: RunContext, invocation: Invocation, out: CaseDir, started_wall: float,
+                        duration: float, channel: ChannelUse, error: str) -> CaseOutcome:
+    """The case's outcome when its results could not be collected: an error, never a crashed run."""
+    outcome = CaseOutcome(
+        case_id=invocation.id,
+        cases=[c.id for c in invocation.cases],
+        end_reason="error",
+        duration_s=round(duration, 3),
+        started_at=started_wall,
+        cost_usd=channel.gateway.spent_usd,
+        gateway=channel.gateway,
+        model=ctx.settings.model,
+        error=error,
+    )
+    if not ctx.config.is_batch:
+        with contextlib.suppress(OSError):
+            write_json(out.ensure().result, outcome.to_data())
+    return outcome
+
+
+def _snapshot(root: Path) -> list[tuple[str, int, int]]:
+    return sorted(
+        (str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink()
+    )
+

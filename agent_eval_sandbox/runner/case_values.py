@@ -1,0 +1,65 @@
+"""The typed values that flow between a case's stages (`runner/case.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent_eval_sandbox.gateway.conversation import ConversationSnapshot
+from agent_eval_sandbox.gateway.gateway import Channel
+from agent_eval_sandbox.interception import ContainerSettings
+from agent_eval_sandbox.lifecycle import CaseInfo
+from agent_eval_sandbox.rundir.layout import CaseDir
+from agent_eval_sandbox.rundir.models import GatewayUse
+from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.sandbox.base import ExecResult
+
+
+@dataclass(frozen=True)
+class StagedCase:
+    """The host side of a case before anything runs (the output of `prepare`)."""
+
+    invocation: Invocation
+    out: CaseDir  # where its files go (batch mode: the run's root)
+    workspace: Path  # the staged workspace, copied in
+    collected: Path  # where the workspace is copied out to
+    transcripts: Path  # where $HOME/.claude/projects is copied out to
+    channel_dir: Path  # mounted read-only at /run/agent-eval: sockets and the prompt
+    managed_settings: Path  # mounted read-only at the managed settings path
+    settings: ContainerSettings
+    workspace_env: dict[str, str]
+
+    @property
+    def case(self) -> CaseInfo | None:
+        """The case as hooks see it (None in batch mode, where per-case hooks do not run)."""
+        if len(self.invocation.cases) != 1:
+            return None
+        case = self.invocation.cases[0]
+        return CaseInfo(case.id, self.workspace, case.dir, case.input_file, run_dir=self.out.path)
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What the middle stages ended with: the agent's exec, or why there is none."""
+
+    result: ExecResult | None = None
+    error: str | None = None
+    hook_failed: bool = False
+    copied_out: bool = False
+
+
+@dataclass(frozen=True)
+class ChannelUse:
+    """The case's gateway channel, once closed: what it counted and what it saw."""
+
+    gateway: GatewayUse = field(default_factory=GatewayUse)
+    conversation: ConversationSnapshot | None = None
+
+    @classmethod
+    def of(cls, channel: Channel | None) -> ChannelUse:
+        if channel is None:
+            return cls()
+        return cls(
+            GatewayUse(requests=channel.requests, refused=channel.refused, spent_usd=round(channel.spent_usd, 6)),
+            channel.conversation.snapshot(),
+        )

@@ -1,0 +1,99 @@
+"""How a case ended, from the facts collected about it (pure).
+
+The sandbox says how the agent's command ended (`ExecResult`), the gateway
+whether it refused requests for the budget, the CLI's own stream whether it
+stopped at its budget, did not know the skill, or had its background tasks
+killed. Together they give the case's end reason, exit code, the limits it
+hit, and the notes appended to its stderr.log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_eval_sandbox.rundir.models import EndReason
+from agent_eval_sandbox.runner.events import StreamSummary
+from agent_eval_sandbox.sandbox.base import EndReason as ExecEnd
+from agent_eval_sandbox.sandbox.base import ExecResult
+
+# The launcher's own exit code when it could not start the agent.
+LAUNCH_FAILED = 125
+
+
+@dataclass(frozen=True)
+class Ending:
+    end_reason: EndReason
+    exit_code: int | None
+    limits_hit: tuple[str, ...]
+    notes: tuple[str, ...]  # for the case's stderr.log, one line each
+
+
+def end_reason_of(result: ExecResult | None, *, refused: int, cli_budget_stop: bool, hook_failed: bool) -> EndReason:
+    if hook_failed:
+        return "hook_failed"
+    if result is None:
+        return "error"
+    if result.end_reason is ExecEnd.TIMED_OUT:
+        return "timed_out"
+    if result.end_reason is ExecEnd.OOM_KILLED:
+        return "oom_killed"
+    if result.end_reason is ExecEnd.SIGNALED:
+        return "signaled"
+    if result.exit_code == LAUNCH_FAILED:
+        return "error"
+    if refused or cli_budget_stop:
+        return "budget_exhausted"
+    return "exited"
+
+
+def limits_hit_of(result: ExecResult | None, *, refused: int, cli_budget_stop: bool) -> tuple[str, ...]:
+    hit = []
+    if result is not None:
+        if result.end_reason is ExecEnd.TIMED_OUT:
+            hit.append("deadline")
+        if result.oom_kills:
+            hit.append("memory")
+        if result.pids_limit_hit:
+            hit.append("pids")
+        if result.output_truncated:
+            hit.append("output")
+    if refused or cli_budget_stop:
+        hit.append("budget")
+    return tuple(hit)
+
+
+def ending(
+    result: ExecResult | None,
+    summary: StreamSummary,
+    *,
+    refused: int,
+    hook_failed: bool,
+    error: str | None,
+    background_killed: bool,
+    timeout_s: float,
+    budget_usd: float,
+) -> Ending:
+    reason = end_reason_of(result, refused=refused, cli_budget_stop=summary.budget_exhausted, hook_failed=hook_failed)
+    exit_code = result.exit_code if result is not None else None
+    notes: list[str] = []
+    if reason == "timed_out":
+        exit_code = -1
+        notes.append(f"ERROR: timed out after {timeout_s:g}s; the sandbox was frozen and removed")
+    if exit_code == 0 and summary.unknown_command:
+        exit_code = 1
+        notes.append(
+            f"ERROR: the agent did not recognise '{summary.unknown_command}' (0 turns, no work performed): "
+            "the skill is not discoverable — check its name, .claude/skills, or runner.plugin_dirs"
+        )
+    if exit_code == 0 and background_killed:
+        exit_code = 1
+        notes.append(
+            "ERROR: the CLI terminated still-running background tasks at the bg-wait ceiling; raise "
+            "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS (runner.env) for long-running skills"
+        )
+    if refused:
+        notes.append(f"ERROR: the gateway refused {refused} request(s): the case budget of ${budget_usd:g} was spent")
+    if error:
+        notes.append(f"ERROR: {error}")
+    limits = limits_hit_of(result, refused=refused, cli_budget_stop=summary.budget_exhausted)
+    return Ending(reason, exit_code, limits, tuple(notes))
