@@ -15,7 +15,6 @@ The runner's view:
 
 from agent_eval_sandbox.interception.answerer import AnthropicAnswerer, MeteredAnswerer
 from agent_eval_sandbox.interception.broker import (
-    DECISIONS_FILE_NAME,
     Broker,
     BrokerLimits,
 )
@@ -49,7 +48,6 @@ from agent_eval_sandbox.interception.settings import (
 
 __all__ = [
     "BROKER_SOCKET_IN_SANDBOX",
-    "DECISIONS_FILE_NAME",
     "HANDLERS_FILE_NAME",
     "MANAGED_SETTINGS_PATH",
     "AnthropicAnswerer",

@@ -64,7 +64,6 @@ from agent_eval_sandbox.unix_socket import CappedUnixServer, prepare_socket_path
 log = logging.getLogger(__name__)
 
 PROTOCOL_LINE = b"agent-eval-hook/1\n"
-DECISIONS_FILE_NAME = "tool_decisions.jsonl"
 _PREVIEW_BYTES = 2048
 _REMEMBERED_QUESTIONS = 64
 _DRAIN_S = 1.0
@@ -330,7 +329,7 @@ class Broker:
             self._warn(f"case {self.case_id}: {warning}")
         if silenced:
             self._warn(f"case {self.case_id}: more than {MAX_WARNINGS} hook warnings; the rest are in "
-                       f"{DECISIONS_FILE_NAME} only")
+                       f"{self.log_path.name} only")
 
     @property
     def llm_calls(self) -> int:

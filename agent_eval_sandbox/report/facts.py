@@ -21,7 +21,7 @@ def _case_links(case: CaseDir) -> tuple[tuple[Path, str], ...]:
 def _run_links(run: RunDir) -> tuple[tuple[Path, str], ...]:
     logs = run.batch_logs
     return ((logs.stdout_log, "stdout"), (logs.stderr_log, "stderr"), (logs.events, "events"),
-            (run.run_result, "run_result.json"))
+            (run.run_result, run.run_result.name))
 
 
 @dataclass(frozen=True)

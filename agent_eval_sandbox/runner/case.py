@@ -23,7 +23,6 @@ from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.interception import (
-    DECISIONS_FILE_NAME,
     Broker,
     CaseContext,
     build_container_settings,
@@ -179,7 +178,7 @@ def start_broker(ctx: RunContext, staged: StagedCase, parts: CaseParts, agent_en
         context,
         # The environment the agent's own hook would see: settings env over the process env.
         {**agent_env, **staged.workspace_env},
-        staged.out.path / DECISIONS_FILE_NAME,
+        staged.out.tool_decisions,
         answerer=answerer,
         warn=ctx.warn,
     ).start()
