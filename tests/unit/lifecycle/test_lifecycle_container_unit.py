@@ -1,5 +1,5 @@
 """SandboxExecutor's decisions against a scripted sandbox: the races and breakages a real
-container cannot be made to produce on demand (real-container tests: tests/integration/hooks)."""
+container cannot be made to produce on demand (real-container tests: tests/integration/lifecycle)."""
 
 from __future__ import annotations
 
