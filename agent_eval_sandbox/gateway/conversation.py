@@ -3,12 +3,19 @@
 The CLI's stdout is what the run directory keeps of the conversation, but it
 passes through processes inside the sandbox; the gateway sees the model's
 answers and the CLI's requests first-hand, on the host. The record keeps a
-compact fingerprint of each: every response message (its id and a digest of
-each content block) and every tool result the CLI sent back, so that a tool
-call, a text or a final result the model never produced can be told apart
-from the real ones (`runner/integrity.py`). Digests, not bodies: the record
-stays small however much the case sends, and it is complete even when the
-request log stops keeping bodies at its size cap.
+compact fingerprint of each (runner/integrity.py checks the stream with it):
+
+- every response message: its id, a digest of each content block, and the
+  session of the request it answered (the CLI's `X-Claude-Code-Session-Id`);
+- what later requests carried back: the assistant blocks in their history
+  ("adopted": the CLI took the answer into its conversation) and the tool
+  results the CLI sent for each call.
+
+A message the agent got by asking the model itself (straight to its gateway
+socket) is in the record too, but nothing of the CLI's conversation carries
+it on, and it answered a request of another session or none. Digests, not
+bodies: the record stays small however much the case sends, and it is
+complete even when the request log stops keeping bodies at its size cap.
 """
 
 from __future__ import annotations
@@ -24,7 +31,13 @@ from typing import Any
 # then treats what it could not record as unverifiable, never as verified.
 MAX_MESSAGES = 50_000
 MAX_TOOL_RESULTS = 200_000
+MAX_ADOPTED = 500_000
 RECENT_TEXTS = 16
+SESSION_HEADER = "x-claude-code-session-id"
+# The CLI appends notes of its own to a tool's output before sending it to the model.
+_REMINDER = "\n\n<system-reminder>"
+
+Fingerprint = tuple[str, str]  # (block kind, digest)
 
 
 def digest(value: Any) -> str:
@@ -46,23 +59,31 @@ def tool_result_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-# The CLI appends notes of its own to a tool's output before sending it to the model.
-_REMINDER = "\n\n<system-reminder>"
+def result_digest(content: Any) -> str:
+    """How a tool result is compared: its text, without surrounding whitespace."""
+    return digest(tool_result_text(content).strip())
 
 
-def tool_result_digests(text: str) -> set[str]:
-    """Digests of a tool result as sent, and of it without the CLI's appended reminders:
-    the stream shows the tool's output alone."""
-    digests = {digest(text)}
+def tool_result_digests(content: Any) -> set[str]:
+    """Digests of a tool result as the CLI sent it, and of each of its beginnings that stops
+    before a note the CLI appended (a `<system-reminder>` in the text, or a block of its
+    own): the stream shows the tool's output alone."""
+    text = tool_result_text(content)
+    cuts = [len(text)]
     cut = text.find(_REMINDER)
     while cut >= 0:
-        digests.add(digest(text[:cut]))
+        cuts.append(cut)
         cut = text.find(_REMINDER, cut + 1)
-    return digests
+    if isinstance(content, list):
+        length = 0
+        for part in content:
+            length += len(tool_result_text([part]))
+            cuts.append(length)
+    return {digest(text[:cut].strip()) for cut in cuts}
 
 
-def block_fingerprint(block: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(kind, digest) of a response content block; None for kinds that are not checked."""
+def block_fingerprint(block: Mapping[str, Any]) -> Fingerprint | None:
+    """(kind, digest) of a content block; None for kinds that are not checked."""
     kind = block.get("type")
     if kind == "text":
         return "text", digest(block.get("text", ""))
@@ -71,20 +92,75 @@ def block_fingerprint(block: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def session_of(headers: Mapping[str, str]) -> str | None:
+    value = next((v for k, v in headers.items() if k.lower() == SESSION_HEADER), None)
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class RecordedMessage:
+    blocks: tuple[Fingerprint, ...]
+    session: str | None  # the session of the request it answered
+    text: str | None = None  # digest of its text blocks joined (what a final `result` says), if any
+
+
 @dataclass
 class ConversationSnapshot:
     """What the gateway saw of one case, frozen for verification (pure data)."""
 
-    # message id -> fingerprints of its blocks, in order
-    messages: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    # The message ids in the order their responses ended: the last root text is the final answer.
+    messages: dict[str, RecordedMessage] = field(default_factory=dict)
+    # The message ids in the order their responses ended.
     order: list[str] = field(default_factory=list)
+    # Assistant blocks that later requests carried back in their history (by `adoption_key`).
+    adopted: set[Fingerprint] = field(default_factory=set)
     # tool_use_id -> digests of every tool_result content the CLI sent for it
     tool_results: dict[str, set[str]] = field(default_factory=dict)
     session_ids: set[str] = field(default_factory=set)
     # The whole text of the most recent messages only: the final answer is one of them.
     recent_texts: dict[str, str] = field(default_factory=dict)
     overflow: bool = False
+
+    def texts_of_session(self, session: str | None) -> set[str]:
+        """Digests of the texts the model answered `session` with."""
+        return {m.text for m in self.messages.values() if m.session == session and m.text is not None}
+
+    def last_of_session(self, session: str | None) -> str | None:
+        """The id of the last message that answered a request of `session`."""
+        for message_id in reversed(self.order):
+            if self.messages[message_id].session == session:
+                return message_id
+        return None
+
+
+def adoption_key(block: Mapping[str, Any]) -> Fingerprint | None:
+    """How a block is recognised when a later request carries it back: a tool call by its id (the
+    CLI may normalise its input), a text by its digest."""
+    kind = block.get("type")
+    if kind in ("tool_use", "server_tool_use") and isinstance(block.get("id"), str):
+        return "tool_use", block["id"]
+    if kind == "text":
+        return "text", digest(block.get("text", ""))
+    return None
+
+
+def _history_fingerprints(body: Mapping[str, Any]) -> tuple[list[Fingerprint], list[tuple[str, set[str]]]]:
+    """The assistant blocks (their adoption keys) and the tool results a request carries in its history."""
+    adopted: list[Fingerprint] = []
+    results: list[tuple[str, set[str]]] = []
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, Mapping) or not isinstance(message.get("content"), list):
+            continue
+        for block in message["content"]:
+            if not isinstance(block, Mapping):
+                continue
+            if message.get("role") == "assistant":
+                key = adoption_key(block)
+                if key is not None:
+                    adopted.append(key)
+            elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                results.append((block["tool_use_id"], tool_result_digests(block.get("content"))))
+    return adopted, results
 
 
 class ConversationRecord:
@@ -95,23 +171,18 @@ class ConversationRecord:
         self._snapshot = ConversationSnapshot()
 
     def record_request(self, body: Any, headers: Mapping[str, str]) -> None:
-        """A Messages request the CLI sent: its session id and the tool results it carries."""
-        session = next((v for k, v in headers.items() if k.lower() == "x-claude-code-session-id"), None)
-        results: list[tuple[str, set[str]]] = []
-        if isinstance(body, Mapping) and isinstance(body.get("messages"), list):
-            for message in body["messages"]:
-                if not isinstance(message, Mapping) or message.get("role") != "user":
-                    continue
-                content = message.get("content")
-                for block in content if isinstance(content, list) else ():
-                    if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                        tool_use_id = block.get("tool_use_id")
-                        if isinstance(tool_use_id, str):
-                            results.append((tool_use_id, tool_result_digests(tool_result_text(block.get("content")))))
+        """A Messages request: its session, and what of earlier answers it carries back."""
+        session = session_of(headers)
+        adopted, results = _history_fingerprints(body) if isinstance(body, Mapping) else ([], [])
         with self._lock:
             snapshot = self._snapshot
-            if isinstance(session, str) and session and len(snapshot.session_ids) < 64:
+            if session is not None and len(snapshot.session_ids) < 64:
                 snapshot.session_ids.add(session)
+            for fingerprint in adopted:
+                if len(snapshot.adopted) >= MAX_ADOPTED:
+                    snapshot.overflow = True
+                    break
+                snapshot.adopted.add(fingerprint)
             for tool_use_id, values in results:
                 known = snapshot.tool_results.get(tool_use_id)
                 if known is None and len(snapshot.tool_results) >= MAX_TOOL_RESULTS:
@@ -119,25 +190,28 @@ class ConversationRecord:
                     continue
                 snapshot.tool_results.setdefault(tool_use_id, set()).update(values)
 
-    def record_response(self, message: Any) -> None:
-        """A response message the model produced (non-streamed, or assembled from a stream)."""
+    def record_response(self, message: Any, headers: Mapping[str, str] | None = None) -> None:
+        """A response message the model produced, for a request with `headers`."""
         if not isinstance(message, Mapping) or not isinstance(message.get("id"), str):
             return
         content = message.get("content")
         blocks = [block_fingerprint(b) for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
         texts = [b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text"] \
             if isinstance(content, list) else []
+        joined = "".join(t for t in texts if isinstance(t, str))
+        recorded = RecordedMessage(tuple(b for b in blocks if b is not None), session_of(headers or {}),
+                                   digest(joined) if texts else None)
         with self._lock:
             snapshot = self._snapshot
             if message["id"] not in snapshot.messages and len(snapshot.messages) >= MAX_MESSAGES:
                 snapshot.overflow = True
                 return
-            snapshot.messages[message["id"]] = [b for b in blocks if b is not None]
+            snapshot.messages[message["id"]] = recorded
             snapshot.order.append(message["id"])
             if texts:
                 recent = snapshot.recent_texts
                 recent.pop(message["id"], None)
-                recent[message["id"]] = "".join(t for t in texts if isinstance(t, str))
+                recent[message["id"]] = joined
                 while len(recent) > RECENT_TEXTS:
                     recent.pop(next(iter(recent)))
 
@@ -145,8 +219,9 @@ class ConversationRecord:
         with self._lock:
             current = self._snapshot
             return ConversationSnapshot(
-                messages={k: list(v) for k, v in current.messages.items()},
+                messages=dict(current.messages),
                 order=list(current.order),
+                adopted=set(current.adopted),
                 tool_results={k: set(v) for k, v in current.tool_results.items()},
                 session_ids=set(current.session_ids),
                 recent_texts=dict(current.recent_texts),

@@ -322,7 +322,7 @@ class _GatewayHandler(MessagesApiHandler):
         exchange.status, exchange.outcome = response.status_code, "forwarded"
         exchange.response = parse_body(body)
         if response.status_code == 200:
-            channel.conversation.record_response(exchange.response)
+            channel.conversation.record_response(exchange.response, dict(self.headers.items()))
         if isinstance(exchange.response, dict) and "usage" in exchange.response:
             channel.charge(exchange, usage_from_api(exchange.response["usage"]), exchange.response.get("model"))
         self.send_response(response.status_code)
@@ -362,7 +362,7 @@ class _GatewayHandler(MessagesApiHandler):
             self.close_connection = True
         finally:
             if response.status_code == 200:
-                channel.conversation.record_response(assembler.message)
+                channel.conversation.record_response(assembler.message, dict(self.headers.items()))
             exchange.response = {
                 "stream": True,
                 "events": assembler.event_count,

@@ -75,11 +75,10 @@ def captured_tool_calls(events: Any, patterns: Sequence[str] | None) -> list[dic
     contains a pattern are kept, as the reference matches them; with None,
     every root-level call is.
     """
-    results = {
-        event.get("tool_use_id"): event
-        for event in _dicts(events)
-        if event.get("type") == "tool_result" and isinstance(event.get("tool_use_id"), str)
-    }
+    results: dict[str, dict[str, Any]] = {}
+    for event in _dicts(events):
+        if event.get("type") == "tool_result" and isinstance(event.get("tool_use_id"), str):
+            results.setdefault(event["tool_use_id"], event)  # the first result of a call is its result
     calls: list[dict[str, Any]] = []
     for event in _assistant_events(events, include_subagents=False):
         for tool in _tools(event):
@@ -88,15 +87,16 @@ def captured_tool_calls(events: Any, patterns: Sequence[str] | None) -> list[dic
                 continue
             tool_id = tool.get("id") if isinstance(tool.get("id"), str) else ""
             result = results.get(tool_id, {})
-            calls.append(
-                {
-                    "name": name,
-                    "input": _input(tool),
-                    "id": tool_id,
-                    "result": result.get("content"),
-                    "is_error": bool(result.get("is_error", False)),
-                }
-            )
+            call = {
+                "name": name,
+                "input": _input(tool),
+                "id": tool_id,
+                "result": result.get("content"),
+                "is_error": bool(result.get("is_error", False)),
+            }
+            if event.get("unverified") or result.get("unverified"):
+                call["unverified"] = True  # see the case's integrity report
+            calls.append(call)
     return calls
 
 

@@ -23,6 +23,8 @@ from agent_eval_sandbox.rundir.layout import MODIFIED_DIR, CaseDir, RunDir
 from agent_eval_sandbox.rundir.read import (
     MAX_EVENTS_BYTES,
     MAX_EVENTS_NODES,
+    MAX_RECORD_BYTES,
+    MAX_RECORD_NODES,
     MAX_RECORD_FILE_BYTES,
     MAX_RECORD_FILES_BYTES,
     MAX_RECORD_LOG_BYTES,
@@ -268,7 +270,7 @@ def read_case_files(run: FinishedRun, case_id: str, loaded: LoadedConfig) -> Cas
     )
 
     outcome = run.outcome(case_id)
-    _, problem = read_mapping(case.result)
+    _, problem = read_mapping(case.result, max_bytes=MAX_RECORD_BYTES, max_nodes=MAX_RECORD_NODES)
     problems += [problem] if problem else []
     if case.result.is_file() and outcome is None and not problem:
         problems.append(f"{case.result}: not a case result this tool wrote")

@@ -28,10 +28,42 @@ class GatewayUse(_Record):
     spent_usd: float = 0.0
 
 
+# How much of what the agent made a case record lists: the record is read whole by the
+# judges and the reports, and must stay small whatever the agent did.
+MAX_LISTED = 1000
+MAX_DENIALS = 100
+MAX_DENIAL_INPUT_CHARS = 2000
+
+
 class Changes(_Record):
+    """What changed in the workspace: at most MAX_LISTED names of each kind, and how many there were."""
+
     added: list[str] = Field(default_factory=list)
     modified: list[str] = Field(default_factory=list)
     deleted: list[str] = Field(default_factory=list)
+    counts: dict[str, int] = Field(default_factory=dict)  # every change, listed or not
+    truncated: bool = False
+
+    @classmethod
+    def listing(cls, added: Sequence[str], modified: Sequence[str], deleted: Sequence[str]) -> Changes:
+        lists = {"added": list(added), "modified": list(modified), "deleted": list(deleted)}
+        return cls(**{k: v[:MAX_LISTED] for k, v in lists.items()},
+                   counts={k: len(v) for k, v in lists.items()},
+                   truncated=any(len(v) > MAX_LISTED for v in lists.values()))
+
+
+def bounded_denials(denials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The CLI's permission denials as a record keeps them: the first MAX_DENIALS, long inputs cut."""
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > MAX_DENIAL_INPUT_CHARS:
+            return value[:MAX_DENIAL_INPUT_CHARS] + f"…[truncated: {len(value)} chars]"
+        if isinstance(value, Mapping):
+            return {str(k): cut(v) for k, v in list(value.items())[:50]}
+        if isinstance(value, list):
+            return [cut(v) for v in value[:50]]
+        return value
+
+    return [cut(dict(d)) for d in denials[:MAX_DENIALS]]
 
 
 class Integrity(_Record):
@@ -55,7 +87,8 @@ class CaseOutcome(_Record):
     # Time inside the agent's exec; duration_s minus this is the controller's overhead.
     agent_duration_s: float | None = None
     started_at: float | None = None
-    token_usage: dict[str, int] = Field(default_factory=dict)
+    token_usage: dict[str, int] = Field(default_factory=dict)  # of everything the case's gateway channel paid for
+    cli_token_usage: dict[str, int] = Field(default_factory=dict)  # as the CLI's final result reported it
     cost_usd: float | None = None
     cli_cost_usd: float | None = None
     gateway: GatewayUse = Field(default_factory=GatewayUse)

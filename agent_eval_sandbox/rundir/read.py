@@ -78,8 +78,13 @@ def read_data(path: Path, *, max_bytes: int = 8 * MiB, max_nodes: int = 200_000)
         return None, exc.message
 
 
-def read_mapping(path: Path) -> tuple[dict[str, Any], str | None]:
-    data, problem = read_data(path)
+# The run's own records are written by this tool, one entry per case: a big run is a big file.
+MAX_RECORD_BYTES = 256 * MiB
+MAX_RECORD_NODES = 20_000_000
+
+
+def read_mapping(path: Path, *, max_bytes: int = 8 * MiB, max_nodes: int = 200_000) -> tuple[dict[str, Any], str | None]:
+    data, problem = read_data(path, max_bytes=max_bytes, max_nodes=max_nodes)
     if data is None or isinstance(data, dict):
         return data or {}, problem
     return {}, f"{path}: expected a mapping, found a {type(data).__name__}"
@@ -138,7 +143,7 @@ class FinishedRun:
     def outcome(self, case_id: str) -> CaseOutcome | None:
         """How the case ended: its own run_result.json, else run_result.json's per_case entry
         (a batch invocation's outcome stands for each of its cases)."""
-        own, _ = read_mapping(self.dir.case(case_id).result)
+        own, _ = read_mapping(self.dir.case(case_id).result, max_bytes=MAX_RECORD_BYTES, max_nodes=MAX_RECORD_NODES)
         for data in (own, self._per_case(case_id)):
             if data:
                 outcome = parse_outcome(data)
@@ -178,7 +183,7 @@ def open_finished_run(path: Path | str) -> FinishedRun:
             fix="pass the directory a run wrote, e.g. eval/runs/<eval-name>/<run-id>",
         )
     meta, meta_problem = read_mapping(run.run_json)
-    result, result_problem = read_mapping(run.run_result)
+    result, result_problem = read_mapping(run.run_result, max_bytes=MAX_RECORD_BYTES, max_nodes=MAX_RECORD_NODES)
     problems = tuple(p for p in (meta_problem, result_problem) if p)
     return FinishedRun(dir=run, meta=meta, result=result, problems=problems)
 

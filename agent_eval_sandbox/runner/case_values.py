@@ -14,6 +14,8 @@ from agent_eval_sandbox.rundir.models import GatewayUse
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.sandbox.base import ExecResult
 
+TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
 
 @dataclass(frozen=True)
 class StagedCase:
@@ -54,12 +56,15 @@ class ChannelUse:
 
     gateway: GatewayUse = field(default_factory=GatewayUse)
     conversation: ConversationSnapshot | None = None
+    usage: dict[str, int] = field(default_factory=dict)  # tokens of every answer the channel paid for
 
     @classmethod
     def of(cls, channel: Channel | None) -> ChannelUse:
         if channel is None:
             return cls()
+        usage = channel.usage
         return cls(
             GatewayUse(requests=channel.requests, refused=channel.refused, spent_usd=round(channel.spent_usd, 6)),
             channel.conversation.snapshot(),
+            {key: value for key, value in usage.model_dump().items() if key in TOKEN_KEYS},
         )

@@ -101,6 +101,20 @@ def _text_lines(path: Path | None) -> list[str] | None:
         return None
 
 
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
+              '"': '\\"', "\\": "\\\\"}
+
+
+def quote_path(path: str) -> str:
+    """A path as a diff header shows it: quoted and C-escaped, as git does, when it holds a
+    control character, a quote or a backslash. The agent chooses its file names: unquoted, a
+    name with line breaks could spell out diff lines of its own."""
+    if not any(ord(c) < 0x20 or c in '"\\' or ord(c) == 0x7F for c in path):
+        return path
+    return '"' + "".join(_C_ESCAPES.get(c, f"\\{ord(c):03o}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                         for c in path) + '"'
+
+
 def diff_chunks(before: Path, after: Path, changes: WorkspaceChanges, max_bytes: int = MAX_DIFF_BYTES) -> Iterator[str]:
     """The unified diff, file by file; once `max_bytes` is reached the rest is one closing note."""
     names = sorted(changes.added + changes.modified + changes.deleted)
@@ -110,12 +124,12 @@ def diff_chunks(before: Path, after: Path, changes: WorkspaceChanges, max_bytes:
         new = after / rel if rel not in changes.deleted else None
         old_lines, new_lines = _text_lines(old), _text_lines(new)
         if old_lines is None or new_lines is None:
-            chunk = f"Binary or large file {rel} changed\n"
+            chunk = f"Binary or large file {quote_path(rel)} changed\n"
         else:
             diff = difflib.unified_diff(
                 old_lines, new_lines,
-                fromfile="/dev/null" if old is None else f"a/{rel}",
-                tofile="/dev/null" if new is None else f"b/{rel}",
+                fromfile="/dev/null" if old is None else quote_path(f"a/{rel}"),
+                tofile="/dev/null" if new is None else quote_path(f"b/{rel}"),
             )
             chunk = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
         if written + len(chunk) > max_bytes:

@@ -14,7 +14,7 @@ from pathlib import Path
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.rundir.layout import CaseDir, RunDir
-from agent_eval_sandbox.rundir.models import CaseOutcome, Changes, Integrity
+from agent_eval_sandbox.rundir.models import CaseOutcome, Changes, Integrity, bounded_denials
 from agent_eval_sandbox.rundir.write import append_text, write_json, write_yaml
 from agent_eval_sandbox.runner.batch import assign_files
 from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
@@ -63,18 +63,20 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
         duration_s=round(duration, 3),
         agent_duration_s=round(result.duration_s, 3) if result else None,
         started_at=started_wall,
-        token_usage=summary.token_usage,
+        # What the gateway paid for is the truth; the CLI's own count comes through its stream.
+        token_usage=channel.usage if channel.gateway.requests else summary.token_usage,
+        cli_token_usage=summary.token_usage,
         cost_usd=round(max(channel.gateway.spent_usd, summary.cost_usd or 0.0), 6),
         cli_cost_usd=summary.cost_usd,
         gateway=channel.gateway,
         num_turns=summary.num_turns,
-        permission_denials=summary.permission_denials,
+        permission_denials=bounded_denials(summary.permission_denials),
         limits_hit=list(end.limits_hit),
         oom_kills=result.oom_kills if result else None,
         session_id=summary.session_id,
         model=summary.model or ctx.settings.model,
         result=summary.result_text,
-        changes=Changes(**changes.as_dict()),
+        changes=Changes.listing(changes.added, changes.modified, changes.deleted),
         integrity=Integrity(**verifier.report()),
         error=agent.error,
     )

@@ -196,7 +196,8 @@ class StreamReader:
         if isinstance(obj.get("total_cost_usd"), (int, float)):
             summary.cost_usd = float(obj["total_cost_usd"])
         if isinstance(obj.get("num_turns"), int):
-            summary.num_turns = obj["num_turns"]
+            # Turns only add up: a later result with fewer is not the session's count.
+            summary.num_turns = max(summary.num_turns or 0, obj["num_turns"])
         usage = obj.get("usage")
         if isinstance(usage, dict):
             summary.token_usage = {k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)}

@@ -2,17 +2,25 @@
 
 The CLI's stdout reaches the host through processes inside the sandbox, so a
 skill that got hold of it could write lines of its own: a tool call the model
-never asked for, a final result it never gave. The gateway saw every model
-answer and every tool result the CLI sent back, first-hand (`gateway/conversation.py`).
-`StreamVerifier` keeps a stream object only when the gateway's record agrees:
+never asked for, a final result it never gave, a real answer the model gave
+to a conversation of the skill's own (it may ask the model itself, through
+its gateway socket). The gateway saw every model answer and every request
+the CLI sent, first-hand (`gateway/conversation.py`). `StreamVerifier` keeps
+a stream object only when that record agrees:
 
-- an `assistant` message must be one the model sent, and each of its text and
-  tool_use blocks one of that message's blocks;
-- a tool result must answer a kept tool call. Its content is the output of a
-  tool the agent drives anyway, so a content that differs from what the CLI
-  sent the model is kept but marked unverified and reported, as are the last
-  results of a session, which never went back to the model;
-- a `result` event's text must be the model's last answer, its session one
+- an `assistant` message must be one the model sent, for a request of this
+  session (the stream's first `system/init` names it), each of its text and
+  tool_use blocks one of that message's blocks; and it must be part of the
+  session's conversation: carried back in a later request (the CLI took it
+  in), or be the session's last answer. Subagents' text-only answers (their
+  results reach the parent as a tool result) need only the first two;
+- a message or block seen twice is dropped the second time (a replay);
+- a tool result must answer a kept tool call, and only the first result of a
+  call counts. Its content is the output of a tool the agent drives anyway,
+  so a content that differs from what the CLI sent the model is kept but
+  marked unverified and reported, as are the last results of a session,
+  which never went back to the model;
+- a `result` event's text must be one the model answered this session, its session one
   the gateway saw, its turns no more than the model's answers and its
   permission denials about calls the model made; otherwise the gateway's
   values replace them. (A session that waits for background tasks prints one
@@ -30,9 +38,11 @@ from typing import Any
 
 from agent_eval_sandbox.gateway.conversation import (
     ConversationSnapshot,
+    Fingerprint,
+    adoption_key,
     block_fingerprint,
     digest,
-    tool_result_text,
+    result_digest,
 )
 
 MAX_FINDINGS = 200
@@ -56,7 +66,10 @@ class StreamVerifier:
     findings: list[Finding] = field(default_factory=list)
     dropped: int = 0
     unverified: int = 0
+    session: str | None = None  # from the stream's first system/init
     _tool_ids: set[str] = field(default_factory=set)
+    _seen_blocks: set[tuple[str, Fingerprint]] = field(default_factory=set)
+    _answered: set[str] = field(default_factory=set)
 
     @property
     def checked(self) -> bool:
@@ -70,6 +83,9 @@ class StreamVerifier:
 
     def feed(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         kind = obj.get("type")
+        if kind == "system" and obj.get("subtype") == "init" and self.session is None:
+            session = obj.get("session_id")
+            self.session = session if isinstance(session, str) and session else None
         if kind == "assistant":
             return self._assistant(line, obj)
         if kind == "user":
@@ -87,8 +103,8 @@ class StreamVerifier:
             self._remember_tools(blocks)
             return dict(obj)
         message_id = message.get("id")
-        known = self.record.messages.get(message_id) if isinstance(message_id, str) else None
-        if known is None:
+        recorded = self.record.messages.get(message_id) if isinstance(message_id, str) else None
+        if recorded is None:
             if self.record.overflow:
                 self.unverified += 1
                 self._remember_tools(blocks)
@@ -97,16 +113,40 @@ class StreamVerifier:
             self._flag(line, "assistant", f"message {message_id!r} was never sent by the model"
                        + (f" (tool calls: {names})" if names else ""))
             return None
-        allowed = set(known)
-        for block in blocks:
-            fingerprint = block_fingerprint(block) if isinstance(block, Mapping) else None
+        problem = self._not_of_this_conversation(message_id, recorded.session, blocks, subagent=bool(
+            obj.get("parent_tool_use_id")))
+        if problem:
+            self._flag(line, "assistant", problem)
+            return None
+        fingerprints = [block_fingerprint(b) if isinstance(b, Mapping) else None for b in blocks]
+        allowed = set(recorded.blocks)
+        for block, fingerprint in zip(blocks, fingerprints, strict=True):
             if fingerprint is not None and fingerprint not in allowed:
                 what = block.get("name") if fingerprint[0] == "tool_use" else "text"
                 self._flag(line, "assistant", f"a {fingerprint[0]} block ({what}) differs from message "
                            f"{message_id!r} as the model sent it")
                 return None
+        keys = [(message_id, f) for f in fingerprints if f is not None]
+        if keys and all(key in self._seen_blocks for key in keys):
+            self._flag(line, "assistant", f"message {message_id!r} appears a second time (a replay)")
+            return None
+        self._seen_blocks.update(keys)
         self._remember_tools(blocks)
         return dict(obj)
+
+    def _not_of_this_conversation(self, message_id: str, session: str | None, blocks: list[Any], *,
+                                  subagent: bool) -> str | None:
+        """Why a message the model did send is not this session's, or None."""
+        assert self.record is not None
+        if self.session is not None and session != self.session:
+            return f"message {message_id!r} answered a request of another conversation"
+        keys = {adoption_key(b) for b in blocks if isinstance(b, Mapping)} - {None}
+        calls = any(k is not None and k[0] == "tool_use" for k in keys)
+        if subagent and not calls:
+            return None  # a subagent's answer reaches its parent as a tool result, not as history
+        if keys & self.record.adopted or message_id == self.record.last_of_session(session):
+            return None
+        return f"message {message_id!r} was never part of the session's conversation (no later request carried it)"
 
     def _remember_tools(self, blocks: Iterable[Any]) -> None:
         for block in blocks:
@@ -146,10 +186,13 @@ class StreamVerifier:
             return None
         if not isinstance(tool_use_id, str) or tool_use_id not in self._tool_ids:
             return f"a result for tool call {tool_use_id!r}, which the model never made"
+        if tool_use_id in self._answered:
+            return f"a second result for tool call {tool_use_id!r} (only the first counts)"
+        self._answered.add(tool_use_id)
         sent = self.record.tool_results.get(tool_use_id)
         if sent is None:
             return "unverified"  # the session ended before the CLI sent it to the model
-        if digest(tool_result_text(block.get("content"))) not in sent:
+        if result_digest(block.get("content")) not in sent:
             return f"unverified: the result of {tool_use_id!r} differs from what the CLI sent the model"
         return None
 
@@ -163,12 +206,14 @@ class StreamVerifier:
         session = result.get("session_id")
         if sessions and session not in sessions:
             self._flag(line, "result", f"session {session!r} is not the session the gateway saw", dropped=False)
-            result["session_id"] = sorted(sessions)[0] if len(sessions) == 1 else None
-        final = self._final_text()
+            result["session_id"] = self.session if self.session in sessions else (
+                sorted(sessions)[0] if len(sessions) == 1 else None)
         text = result.get("result")
-        if not result.get("is_error") and final is not None and text != final:
-            self._flag(line, "result", "its text is not the model's last answer; the model's answer is used",
-                       dropped=False)
+        said = self.record.texts_of_session(self.session)
+        if not result.get("is_error") and said and digest(text if isinstance(text, str) else "") not in said:
+            final = self._final_text()
+            self._flag(line, "result", "its text is nothing the model answered this session; "
+                       + ("the model's last answer is used" if final is not None else "it is left out"), dropped=False)
             result["result"] = final
         answers = len(self.record.order)
         turns = result.get("num_turns")
@@ -185,13 +230,13 @@ class StreamVerifier:
         return result
 
     def _final_text(self) -> str | None:
+        """The text of this session's last answer, if the record still holds it."""
         assert self.record is not None
-        for message_id in reversed(self.record.order):
-            if message_id in self.record.recent_texts:
-                return self.record.recent_texts[message_id]
-            if any(kind == "text" for kind, _ in self.record.messages.get(message_id, ())):
-                return None  # its text is no longer kept: nothing to compare with
-        return None
+        last = self.record.last_of_session(self.session) if self.session else (
+            self.record.order[-1] if self.record.order else None)
+        if last is None:
+            return None
+        return self.record.recent_texts.get(last)
 
     def report(self) -> dict[str, Any]:
         """The `integrity` entry of the case's run_result.json."""

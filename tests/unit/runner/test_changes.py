@@ -94,3 +94,45 @@ def test_mounted_resources_are_not_the_agents_changes(tmp_path):
     (after / "scriptsx.txt").write_text("the agent's\n")
     changes = compare(before, after, mounted=("scripts", "CLAUDE.md"))
     assert changes.added == ["scriptsx.txt"]
+
+
+INJECTED_NAME = (
+    "z\n"
+    "diff --git a/eval.yaml b/eval.yaml\n--- a/eval.yaml\n+++ b/eval.yaml\n@@ -1,3 +1,3 @@\n"
+    "-name: victim\n+name: pwned-by-the-agent\n execution:\n   mode: case\n"
+    "diff --git a/run-me.sh b/run-me.sh\nnew file mode 100755\n--- /dev/null\n+++ b/run-me.sh\n"
+    "@@ -0,0 +1 @@\n+echo agent code\n"
+    "diff --git a/q b/q\nnew file mode 100644\n--- /dev/null\n+++ b/q"
+)
+
+
+def test_a_file_name_cannot_spell_diff_lines_of_its_own(tmp_path):
+    """Found by the red team: a name holding line breaks put hunks for eval.yaml and a new
+    executable into workspace.diff, and `git apply` took them. Names are quoted as git does."""
+    import subprocess
+
+    from agent_eval_sandbox.runner.collect import collect_changes
+
+    before, after, case = tmp_path / "before", tmp_path / "after", tmp_path / "case"
+    for root in (before, after):
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "calc.py").write_text("x = 1\n")
+    (after / "src" / "calc.py").write_text("x = 1\n# changed\n")
+    directory, name = INJECTED_NAME.rsplit("/", 1)
+    (after / directory).mkdir(parents=True)
+    (after / directory / name).write_text("innocent\n")
+    case.mkdir()
+    collect_changes(before, after, case)
+    diff = (case / "workspace.diff").read_text()
+    assert "\n+++ b/eval.yaml" not in diff and "run-me.sh" in diff  # only inside one quoted name
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "eval.yaml").write_text("name: victim\nexecution:\n  mode: case\n")
+    (project / "src" / "calc.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    applied = subprocess.run(["git", "apply", "--unsafe-paths", str(case / "workspace.diff")], cwd=project,
+                             capture_output=True, text=True)
+    assert (project / "eval.yaml").read_text().startswith("name: victim")
+    assert not (project / "run-me.sh").exists()
+    assert applied.returncode == 0, applied.stderr
+    assert (project / "src" / "calc.py").read_text().endswith("# changed\n")
