@@ -37,7 +37,7 @@ from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.display import ProgressDisplay
 from agent_eval_sandbox.runner.model_access import ModelAccess, model_access
 from agent_eval_sandbox.runner.plan import Invocation
-from agent_eval_sandbox.runner.repo_history import commit_snapshot
+from agent_eval_sandbox.runner.repo_history import commit_snapshot, project_files
 from agent_eval_sandbox.runner.schedule import run_cases
 from agent_eval_sandbox.runner.workspace import (
     StagedResource,
@@ -180,8 +180,10 @@ def _stage_project(request: RunRequest, staging: Path, handlers: ToolHandlers | 
     repo_copy = None
     if config.is_repo_mode:
         repo_copy = staging / "repo"
-        report = stage_repo_workspace(loaded.root, repo_copy, exclude=key, is_denied=is_denied)
-        note = commit_snapshot(repo_copy, path_var=clean_search_path(environ.get("PATH", ""), []) or os.defpath)
+        path_var = clean_search_path(environ.get("PATH", ""), []) or os.defpath
+        report = stage_repo_workspace(loaded.root, repo_copy, exclude=key, is_denied=is_denied,
+                                      only=project_files(loaded.root, path_var=path_var))
+        note = commit_snapshot(repo_copy, path_var=path_var)
         if note:
             warn(note)
     else:

@@ -36,13 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_eval_sandbox.config import scripts
-from agent_eval_sandbox.config.loader import LoadedConfig
+from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
 from agent_eval_sandbox.config.models import (
     HOOK_PHASES,
     EvalConfig,
     HookEntry,
     JudgeConfig,
 )
+from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.interception import HANDLERS_FILE_NAME, ToolHandlers
 from agent_eval_sandbox.interception.handlers import prompt_file_path
@@ -102,8 +103,9 @@ def answer_key(loaded: LoadedConfig, *, runs_base: Path, handlers: ToolHandlers 
     paths += [prompt_file_path(root, tool.prompt_file) for tool in config.inputs.tools if tool.prompt_file]
     if handlers is not None:
         paths += [prompt_file_path(root, h.prompt_file) for h in handlers.handlers if h.prompt_file]
-    paths += host_hook_files(config, root)
-    return AnswerKey.of(paths, quiet=always)
+    paths += host_hook_files(config, root, resource_roots(config, root))
+    neighbours = neighbouring_keys(root, loaded.path)
+    return AnswerKey.of([*paths, *neighbours], quiet=[*always, *neighbours])
 
 
 def left_out_line(key: AnswerKey, excluded: Iterable[Path], project_root: Path) -> str:
@@ -149,13 +151,18 @@ def module_files(module: str, root: Path, resources: Iterable[Path]) -> list[Pat
     return found
 
 
-def host_hook_files(config: EvalConfig, root: Path) -> list[Path]:
-    """Project files named by host-scope hooks, less those a container-scope hook needs."""
+def host_hook_files(config: EvalConfig, root: Path, resources: Iterable[Path] = ()) -> list[Path]:
+    """Project files named by host-scope hooks (paths, and modules run with `python -m`), less
+    those a container-scope hook needs."""
     host: set[Path] = set()
     inside: set[Path] = set()
     for phase in HOOK_PHASES:
         for hook in getattr(config.hooks, phase):
-            (inside if hook.scope == "container" else host).update(_hook_files(hook, root))
+            found = _hook_files(hook, root)
+            if hook.scope != "container":
+                found |= {path for module in _hook_modules(hook) for path in module_files(module, root, resources)
+                          if path.exists()}
+            (inside if hook.scope == "container" else host).update(found)
     needed_inside = {form for path in inside for form in _forms(path)}
     return sorted(path for path in host if not _forms(path) & needed_inside)
 
@@ -169,6 +176,83 @@ def _hook_files(hook: HookEntry, root: Path) -> set[Path]:
                 path = _word_path(piece, root, container=container)
                 if path is not None and is_file(path):
                     found.add(path)
+    return found
+
+
+def _hook_modules(hook: HookEntry) -> set[str]:
+    """Modules a hook runs as `python -m package.module`."""
+    modules: set[str] = set()
+    for command in (hook.command, hook.condition):
+        words = command_words(command)
+        for flag, word in zip(words, words[1:], strict=False):
+            if flag == "-m" and all(part.isidentifier() for part in word.split(".")):
+                modules.add(word)
+    return modules
+
+
+# Other evals in the project, and runs of any eval, are answer key too: a skill under test
+# must not read another eval's judges and cases, nor the recorded runs (inputs, outputs,
+# verdicts) of this one.
+_EVAL_CONFIG_KEYS = ("judges", "dataset")
+_MAX_SCANNED_YAML = 5000
+
+
+def neighbouring_keys(root: Path, own_config: Path) -> list[Path]:
+    """The eval configs of the project besides `own_config` with their datasets and judge
+    files, and every run directory this tool wrote under it."""
+    found: list[Path] = []
+    scanned = 0
+    for current, dirs, files in os.walk(root):
+        here = Path(current)
+        if _is_run_directory(here):
+            found.append(here)
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if d not in _SCAN_SKIPPED]
+        for name in files:
+            if not name.endswith((".yaml", ".yml")) or scanned >= _MAX_SCANNED_YAML:
+                continue
+            scanned += 1
+            path = here / name
+            if os.path.realpath(path) != os.path.realpath(own_config):
+                found += _eval_config_files(path)
+    return found
+
+
+_SCAN_SKIPPED = {".git", "node_modules", "__pycache__", ".venv", ".tox", ".mypy_cache", ".pytest_cache"}
+
+
+def _is_run_directory(directory: Path) -> bool:
+    marker = directory / "run.json"
+    if not marker.is_file() or marker.is_symlink():
+        return False
+    try:
+        with open(marker, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return b'"agent-eval-sandbox"' in head
+
+
+def _eval_config_files(path: Path) -> list[Path]:
+    """If `path` is an eval config: it, its dataset and its judges' and hooks' files."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(64 * 1024)
+    except OSError:
+        return []
+    text = head.decode("utf-8", "replace")
+    if not any(line.startswith(f"{key}:") for line in text.splitlines() for key in _EVAL_CONFIG_KEYS):
+        return []
+    try:
+        other = load_eval_config(path)
+    except UserError:
+        return [path]  # not loadable: at least the file itself (it may hold checks and answers)
+    config, root = other.config, other.root
+    found = [path, other.dataset_dir] if config.dataset.path else [path]
+    for judge in config.judges:
+        found += judge_files(judge, root, resource_roots(config, root))
+    found += host_hook_files(config, root, resource_roots(config, root))
     return found
 
 

@@ -64,3 +64,28 @@ def commit_snapshot(tree: Path, *, path_var: str) -> str | None:
                 shutil.rmtree(tree / ".git", ignore_errors=True)  # no half-made repository goes in
                 return f"git {args[0]} failed in the repo-mode copy ({reason}): the workspace has no git history"
     return None
+
+
+def project_files(root: Path, *, path_var: str) -> set[str] | None:
+    """The files of the project as its git checkout has them (tracked, or new and not ignored),
+    relative to `root`; None when `root` is not in a git work tree or git is missing.
+
+    A repo-mode copy takes only these: what `.gitignore` keeps out of the repository
+    (a `.env` of secrets, old run directories, caches) is not part of the project the
+    skill works on.
+    """
+    git = shutil.which("git", path=path_var)
+    if git is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="aes-git-home-") as home:
+        env = git_env(Path(home), path_var)
+        try:
+            listed = subprocess.run(
+                [git, "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
+                env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if listed.returncode != 0:
+        return None
+    return {name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name}
+

@@ -206,9 +206,19 @@ def stage_repo_workspace(
     *,
     exclude: Exclusion,
     is_denied: DeniedPredicate = _never_denied,
+    only: set[str] | None = None,
 ) -> CopyReport:
-    """A copy of the project for `runner.workspace_mode: repo`, minus the answer key and `.git`."""
-    return copy_tree(project_root, dest, is_denied=is_denied, skip_names=ALWAYS_SKIPPED, exclude=exclude)
+    """A copy of the project for `runner.workspace_mode: repo`, minus the answer key and `.git`;
+    with `only` (the project's files as git has them, relative), nothing else."""
+    if only is None:
+        return copy_tree(project_root, dest, is_denied=is_denied, skip_names=ALWAYS_SKIPPED, exclude=exclude)
+    directories = {"/".join(name.split("/")[:depth]) for name in only for depth in range(1, name.count("/") + 1)}
+
+    def outside_the_checkout(rel: str) -> bool:
+        name = rel.rstrip("/")
+        return is_denied(rel) or (name not in only and name not in directories)
+
+    return copy_tree(project_root, dest, is_denied=outside_the_checkout, skip_names=ALWAYS_SKIPPED, exclude=exclude)
 
 
 @dataclass(frozen=True)

@@ -225,3 +225,59 @@ def test_without_git_the_copy_has_no_history_and_a_note_says_so(tmp_path: Path) 
     note = commit_snapshot(tmp_path, path_var=str(tmp_path / "no-bin"))
     assert note is not None and "git is not installed" in note
     assert not (tmp_path / ".git").exists()
+
+
+def test_a_module_a_host_hook_runs_with_python_m_is_left_out(project: Path) -> None:
+    """Found by the red team: `python3 -m scripts.hostcheck` left scripts/hostcheck.py mounted."""
+    (project / "scripts" / "hostcheck.py").write_text("print('checking')\n")
+    text = (project / "eval.yaml").read_text().replace(
+        "    - command: bash scripts/hooks/both.sh\n",
+        "    - command: bash scripts/hooks/both.sh\n  after_each:\n    - command: python3 -m scripts.hostcheck\n")
+    (project / "eval.yaml").write_text(text)
+    _, key = _key(project)
+    assert key.covers(project.resolve() / "scripts" / "hostcheck.py")
+    assert not key.covers(project.resolve() / "scripts" / "helper.sh")
+
+
+def test_other_evals_and_recorded_runs_in_the_project_are_answer_key(project: Path) -> None:
+    """Found by the red team: a repo-mode copy carried a sibling eval (its inline checks and its
+    cases' annotations) and old runs (every case's inputs, outputs and verdicts)."""
+    (project / "eval-hard.yaml").write_text(textwrap.dedent("""
+        execution: {prompt: p}
+        dataset: {path: eval/hard/cases}
+        judges:
+          - {name: strict, check: "return True, 'ok'"}
+          - {name: graded, module: lib.other, function: score}
+    """))
+    (project / "eval" / "hard" / "cases" / "h1").mkdir(parents=True)
+    (project / "eval" / "hard" / "cases" / "h1" / "annotations.yaml").write_text("expected: secret\n")
+    run = project / "eval" / "runs" / "demo" / "20250101-000000-abc123"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text('{"tool": "agent-eval-sandbox", "run_id": "x"}')
+    (project / "notes.yaml").write_text("a: plain data file\n")
+    _, key = _key(project)
+    root = project.resolve()
+    for gone in ("eval-hard.yaml", "eval/hard/cases/h1/annotations.yaml", "lib/other.py",
+                 "eval/runs/demo/20250101-000000-abc123/run.json"):
+        assert key.covers(root / gone), gone
+    for kept in ("notes.yaml", "src/app.py", "CLAUDE.md"):
+        assert not key.covers(root / kept), kept
+
+
+def test_the_repo_copy_takes_only_what_git_has_of_the_project(project: Path, tmp_path: Path) -> None:
+    """Found by the red team: a gitignored `.env` with a key went into the sandbox."""
+    from agent_eval_sandbox.runner.repo_history import project_files
+
+    (project / ".env").write_text("API_KEY=sk-secret\n")
+    (project / ".gitignore").write_text(".env\nbuild/\n")
+    (project / "build").mkdir()
+    (project / "build" / "out.bin").write_text("x")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    only = project_files(project, path_var=os.environ["PATH"])
+    assert only is not None and ".env" not in only and "src/app.py" in only
+    loaded, key = _key(project)
+    dest = tmp_path / "copy"
+    stage_repo_workspace(project, dest, exclude=key, only=only)
+    assert (dest / "src" / "app.py").is_file() and (dest / ".gitignore").is_file()
+    assert not (dest / ".env").exists() and not (dest / "build").exists()
+    assert project_files(tmp_path / "not-a-repo-at-all", path_var=os.environ["PATH"]) is None
