@@ -53,6 +53,16 @@ REACHING_BETAS = (
     ("container", "code_execution"),
 )
 
+# Request keys that change what a request costs in ways the budget does not price (fast mode
+# bills several times the standard rate, a data-residency geo a premium): refused, so the
+# budget's worst case holds. (key, the values that cost the standard price)
+PRICED_KEYS: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("speed", (None, "standard")),
+    ("inference_geo", (None, "global")),
+)
+# anthropic-beta values (by prefix) of those billing modes: dropped.
+PRICED_BETAS = ("fast-mode",)
+
 # Claude Code's model aliases name a family; which version they resolve to is
 # the CLI's choice (2.1.332: `sonnet` -> claude-sonnet-5-5, `opusplan` -> sonnet
 # outside plan mode, `default`/`best` -> opus), so an alias allows its families.
@@ -182,6 +192,10 @@ def check_request(body: Any, policy: GatewayPolicy, *, generates: bool = True) -
     for key, kind in REACHING_KEYS:
         if body.get(key) not in (None, [], {}) and kind not in allowed:
             return Refusal(f"`{key}` is not allowed: {_opt_in_hint(kind)}", kind)
+    for key, standard in PRICED_KEYS:
+        if body.get(key) not in standard:
+            return Refusal(f"`{key}: {body.get(key)!r}` is billed above the standard price, which the case's budget "
+                           "cannot account for; it is not allowed through this gateway")
     reaching = dict(REACHING_SOURCES)
     for source in _sources([body.get("messages"), body.get("system")]):
         kind = reaching.get(source)
@@ -199,5 +213,6 @@ def filter_betas(values: Iterable[str], policy: GatewayPolicy) -> tuple[str | No
             if not beta:
                 continue
             kind = next((k for prefix, k in REACHING_BETAS if beta.lower().startswith(prefix)), None)
-            (dropped if kind is not None and kind not in policy.server_tools else kept).append(beta)
+            priced = beta.lower().startswith(PRICED_BETAS)
+            (dropped if priced or (kind is not None and kind not in policy.server_tools) else kept).append(beta)
     return (",".join(kept) or None), dropped

@@ -65,16 +65,13 @@ PRICES: tuple[ModelPrice, ...] = (
     ModelPrice(("claude-opus-4-1", "claude-opus-4", "claude-opus-4-0", "claude-3-opus"), _OPUS_4_0),
     ModelPrice(("claude-sonnet-5-5",), Rates(2.0, 10.0, 2.5, 4.0, 0.10)),
     ModelPrice(("claude-sonnet-5",), Rates.standard(2.0, 10.0)),
+    ModelPrice(("claude-sonnet-4-6", "claude-3-7-sonnet", "claude-3-5-sonnet"), _SONNET_3_TO_4),
+    # With the 1M-context beta, a prompt over 200k tokens is billed at the long-context rates.
     ModelPrice(
-        (
-            "claude-sonnet-4-6",
-            "claude-sonnet-4-5",
-            "claude-sonnet-4",
-            "claude-sonnet-4-0",
-            "claude-3-7-sonnet",
-            "claude-3-5-sonnet",
-        ),
+        ("claude-sonnet-4-5", "claude-sonnet-4", "claude-sonnet-4-0"),
         _SONNET_3_TO_4,
+        long_prompt_threshold=200_000,
+        long_prompt_rates=Rates(6.0, 22.5, 7.5, 12.0, 0.6),
     ),
     ModelPrice(
         ("claude-haiku-5-5",),

@@ -150,3 +150,15 @@ def test_betas_that_enable_reach_are_dropped_the_rest_pass():
     assert dropped == ["mcp-client-2025-11-20", "web-search-2025-03-05"]
     assert kept.split(",") == [b for b in reaching if b not in dropped]
     assert filter_betas([], POLICY) == (None, [])
+
+
+def test_billing_modes_the_budget_cannot_price_are_refused_and_their_betas_dropped():
+    """Found by the red team: `speed: fast` (and its beta) went through, priced at the standard rate."""
+    policy = GatewayPolicy()
+    base = {"model": "claude-opus-4-6", "max_tokens": 100, "messages": []}
+    for key, value in (("speed", "fast"), ("inference_geo", "us")):
+        refusal = check_request({**base, key: value}, policy)
+        assert refusal is not None and "billed above the standard price" in refusal.message
+    assert check_request({**base, "speed": "standard", "inference_geo": "global"}, policy) is None
+    header, dropped = filter_betas(["fast-mode-2026-02-01,context-1m-2025-08-07"], policy)
+    assert header == "context-1m-2025-08-07" and dropped == ["fast-mode-2026-02-01"]

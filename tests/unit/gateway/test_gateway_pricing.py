@@ -13,9 +13,9 @@ from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
 @pytest.mark.parametrize(
     ("model", "name"),
     [
-        ("claude-sonnet-4-5", "claude-sonnet-4-6"),
-        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-6"),
-        ("claude-sonnet-4-5-20250929[1m]", "claude-sonnet-4-6"),
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5-20250929[1m]", "claude-sonnet-4-5"),
         ("claude-opus-4-20250514", "claude-opus-4-1"),
         ("claude-opus-4-1-20250805", "claude-opus-4-1"),
         ("claude-opus-4-5-20251101", "claude-opus-5"),
@@ -46,14 +46,14 @@ def test_canonical_model():
 
 
 def test_cost_of_plain_tokens():
-    sonnet = price_for("claude-sonnet-4-5").price
+    sonnet = price_for("claude-sonnet-4-6").price
     # The CLI itself reported $0.00006 for these 5 in + 3 out tokens.
     assert cost_usd(Usage(input_tokens=5, output_tokens=3), sonnet) == pytest.approx(0.00006)
     assert cost_usd(Usage(input_tokens=1_000_000, output_tokens=1_000_000), sonnet) == pytest.approx(18.0)
 
 
 def test_cache_tokens_use_the_models_cache_rates():
-    sonnet = price_for("claude-sonnet-4-5").price
+    sonnet = price_for("claude-sonnet-4-6").price
     usage = Usage(
         cache_creation_input_tokens=1_000_000, cache_creation_1h_input_tokens=400_000, cache_read_input_tokens=1_000_000
     )
@@ -95,3 +95,12 @@ def test_usage_from_api_ignores_garbage_and_reads_cache_breakdown():
     )
     assert usage == Usage(cache_creation_input_tokens=10, cache_creation_1h_input_tokens=10)
     assert usage_from_api(None) == Usage()
+
+
+def test_long_context_prompts_are_billed_at_the_long_context_rates():
+    """Found by the red team: a 300k-token prompt to Sonnet 4.5 was charged at the base price."""
+    long = Usage(input_tokens=300_000, output_tokens=10_000)
+    assert cost_usd(long, price_for("claude-sonnet-4-5").price) == pytest.approx(300_000 * 6 / 1e6 + 10_000 * 22.5 / 1e6)
+    short = Usage(input_tokens=150_000, output_tokens=10_000)
+    assert cost_usd(short, price_for("claude-sonnet-4-5").price) == pytest.approx(150_000 * 3 / 1e6 + 10_000 * 15 / 1e6)
+    assert cost_usd(long, price_for("claude-sonnet-4-6").price) == pytest.approx(300_000 * 3 / 1e6 + 10_000 * 15 / 1e6)
