@@ -199,9 +199,21 @@ def build_record(files: CaseFiles, outputs: Sequence[OutputConfig], traces: Trac
     record["case_dir"] = str(files.case_dir)
     record["end_reason"] = to_jsonable(_first("end_reason", sources))
     record["limits_hit"] = to_jsonable(_first("limits_hit", sources) or [])
-    record["tool_decisions"] = to_jsonable(list(files.tool_decisions))
+    record["tool_decisions"] = to_jsonable(decisions_of_calls(files.tool_decisions, events))
     record["permission_denials"] = to_jsonable(_first("permission_denials", sources) or [])
     return record
+
+
+def decisions_of_calls(decisions: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The broker's decisions about tool calls the conversation has.
+
+    The broker's socket is reachable from the sandbox, so its log may hold requests the
+    agent sent itself; a decision counts only for a call of the (checked) conversation,
+    by id and tool name.
+    """
+    calls = {(tool.get("id"), tool.get("name")) for event in events if event.get("type") == "assistant"
+             for tool in event.get("tools") or [] if isinstance(tool, Mapping)}
+    return [d for d in decisions if (d.get("tool_use_id"), d.get("tool_name")) in calls]
 
 
 def _read_files(root: Path, base: Path, budget: ReadBudget) -> tuple[FileBytes, ...]:

@@ -71,7 +71,12 @@ FULL_CASE = {
     "events.json": EVENTS,
     "stdout.log": '{"type":"result"}\n',
     "stderr.log": "warn\n",
-    "tool_decisions.jsonl": [{"tool": "Bash", "decision": "allow"}, {"tool": "Read", "decision": "deny"}],
+    # The broker's log: decisions about the conversation's calls, and one about a call it never had
+    # (the broker's socket is reachable from the sandbox).
+    "tool_decisions.jsonl": [{"tool_name": "Bash", "tool_use_id": "t2", "decision": "allow"},
+                             {"tool_name": "mcp__jira__create_issue", "tool_use_id": "t1", "decision": "deny"},
+                             {"tool_name": "AskUserQuestion", "tool_use_id": "t2", "decision": "allow"},
+                             {"tool_name": "Read", "tool_use_id": "forged", "decision": "deny"}],
     "hook_outputs.yaml": {"seed": 2, "token": "own"},
 }
 
@@ -103,7 +108,8 @@ def test_full_record_has_every_contract_key(tmp_path: Path) -> None:
     assert record["case_dir"] == case_dir
     assert record["end_reason"] == "timed_out"
     assert record["limits_hit"] == ["memory"]
-    assert record["tool_decisions"] == [{"tool": "Bash", "decision": "allow"}, {"tool": "Read", "decision": "deny"}]
+    assert record["tool_decisions"] == [{"tool_name": "Bash", "tool_use_id": "t2", "decision": "allow"},
+                                        {"tool_name": "mcp__jira__create_issue", "tool_use_id": "t1", "decision": "deny"}]
     assert record["permission_denials"][0]["tool_input"] == {"command": "curl x"}
     json.dumps(record)  # judge code receives it in another process
 
