@@ -48,6 +48,7 @@ from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
 from agent_eval_sandbox.sandbox.image import (
     ImageSettings,
+    SandboxImage,
     ensure_sandbox_image,
     exec_only_binaries,
 )
@@ -76,7 +77,19 @@ class RunOutcome:
     score: ScoreResult | None = None
 
 
-def execute_run(request: RunRequest, *, err_console: Console, show_progress: bool = True) -> RunOutcome:
+# Makes the image the sandboxes run: (the `sandbox:` image settings, rebuild, console) -> the image.
+ImageStep = Callable[[ImageSettings, bool, Console], SandboxImage]
+
+
+def docker_image(settings: ImageSettings, rebuild: bool, console: Console) -> SandboxImage:
+    """The Docker backend's image: a prebuilt `sandbox.image`, or built (base bootstrapped) when missing."""
+    return ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=True, console=console)
+
+
+def execute_run(request: RunRequest, *, err_console: Console, show_progress: bool = True,
+                backend: SandboxBackend | None = None, image_step: ImageStep = docker_image) -> RunOutcome:
+    """`backend`: the sandboxes' backend (default: `sandbox.backend` by name); `image_step` readies
+    their image. Both are given together for a backend that is not Docker (tests use the fake one)."""
     loaded, config, settings = request.loaded, request.loaded.config, request.settings
     environ = dict(os.environ)
     warn = _warner(err_console)
@@ -86,12 +99,12 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     handlers = compile_handlers(loaded)
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
-    backend = _backend(request, err_console)
+    backend = _backend(request, err_console, backend)
     claude_version = request.claude_version or config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
-    image = ensure_sandbox_image(
+    image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
-        rebuild=request.rebuild_image, bootstrap_missing_base=True, console=err_console,
+        request.rebuild_image, err_console,
     )
     run_dir = RunDir.create(request.runs_base, config.name, request.run_id)
     started = time.time()
@@ -134,10 +147,10 @@ def _warner(err_console: Console) -> Callable[[str], None]:
     return warn
 
 
-def _backend(request: RunRequest, err_console: Console) -> SandboxBackend:
+def _backend(request: RunRequest, err_console: Console, given: SandboxBackend | None) -> SandboxBackend:
     """The sandbox backend, with the orphans of dead runs reaped and the runtime checked."""
     sandbox = request.loaded.config.sandbox
-    backend = get_backend(sandbox.backend)
+    backend = given if given is not None else get_backend(sandbox.backend)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:

@@ -125,7 +125,7 @@ class LazySandbox:
         if self._parts.sandbox is None:
             ctx, staged = self._ctx, self._staged
             if ctx.cancelled.is_set():
-                raise SandboxError("the run was interrupted before this case started")
+                raise SandboxError(INTERRUPTED)
             self._status.state = "starting"
             mounts = [BindMount(staged.channel_dir, paths.RUN_DIR),
                       BindMount(staged.managed_settings, paths.MANAGED_SETTINGS)]
@@ -238,10 +238,17 @@ def after_each(ctx: RunContext, staged: StagedCase, sandbox: Sandbox | None, cop
 # ---- the pipeline ----------------------------------------------------------------------
 
 
+INTERRUPTED = "the run was interrupted before this case started"
+
+
 def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: str) -> CaseOutcome:
     """Run one invocation and write its case files; never raises an Exception."""
     status.started = time.monotonic()
     started_wall = time.time()
+    if ctx.cancelled.is_set():
+        # Nothing of a case runs once the run is interrupted, its hooks least of all.
+        return _ended(status, uncollected_outcome(ctx, invocation, ctx.run_dir.case(invocation.id), started_wall,
+                                                  0.0, ChannelUse(), INTERRUPTED))
     parts = CaseParts()
     staged: StagedCase | None = None
     agent = AgentRun(error="the case did not start")
@@ -263,6 +270,10 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
         outcome = uncollected_outcome(ctx, invocation, out, started_wall, status.elapsed, ChannelUse.of(parts.channel),
                                       internal_error("preparing the case" if staged is None else
                                                      "collecting the case's results", exc, out))
+    return _ended(status, outcome)
+
+
+def _ended(status: CaseStatus, outcome: CaseOutcome) -> CaseOutcome:
     status.final_cost = outcome.cost_usd or 0.0
     status.finished = time.monotonic()
     status.state = outcome.end_reason if outcome.end_reason != "exited" else (

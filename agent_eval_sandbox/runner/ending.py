@@ -73,10 +73,14 @@ def ending(
     timeout_s: float,
     budget_usd: float,
 ) -> Ending:
-    reason = end_reason_of(result, refused=refused, cli_budget_stop=summary.budget_exhausted, hook_failed=hook_failed)
+    budget_stop = summary.budget_exhausted
+    agent_reason = end_reason_of(result, refused=refused, cli_budget_stop=budget_stop, hook_failed=hook_failed)
+    # An error of the case's own after the agent ran (its sandbox broke, copy-out failed): whatever the
+    # command did, the case's results are not all there.
+    reason: EndReason = "error" if error is not None and agent_reason != "hook_failed" else agent_reason
     exit_code = result.exit_code if result is not None else None
     notes: list[str] = []
-    if reason == "timed_out":
+    if agent_reason == "timed_out":
         exit_code = -1
         notes.append(f"ERROR: timed out after {timeout_s:g}s; the sandbox was frozen and removed")
     if exit_code == 0 and summary.unknown_command:
@@ -95,5 +99,5 @@ def ending(
         notes.append(f"ERROR: the gateway refused {refused} request(s): the case budget of ${budget_usd:g} was spent")
     if error:
         notes.append(f"ERROR: {error}")
-    limits = limits_hit_of(result, refused=refused, cli_budget_stop=summary.budget_exhausted)
+    limits = limits_hit_of(result, refused=refused, cli_budget_stop=budget_stop)
     return Ending(reason, exit_code, limits, tuple(notes))

@@ -1,0 +1,44 @@
+"""How a case ended (runner/ending.py, pure)."""
+
+from __future__ import annotations
+
+from agent_eval_sandbox.runner.ending import ending
+from agent_eval_sandbox.runner.events import StreamSummary
+from agent_eval_sandbox.sandbox.base import EndReason, ExecResult
+
+
+def _result(exit_code: int | None, reason: EndReason = EndReason.EXITED) -> ExecResult:
+    return ExecResult(exit_code=exit_code, end_reason=reason, signal=None, duration_s=1.0, oom_kills=0,
+                      pids_limit_hit=False, stdout=None, stderr=None)
+
+
+def _ending(result: ExecResult | None, *, error: str | None = None, hook_failed: bool = False):
+    return ending(result, StreamSummary(), refused=0, hook_failed=hook_failed, error=error, background_killed=False,
+                  timeout_s=30, budget_usd=1.0)
+
+
+def test_an_agent_that_exited_ends_exited():
+    end = _ending(_result(0))
+    assert (end.end_reason, end.exit_code, end.notes) == ("exited", 0, ())
+
+
+def test_an_error_after_the_agent_exited_makes_the_case_an_error_and_keeps_its_exit_code():
+    """Its results are not all there (copy-out failed, the sandbox broke): it must not read as a clean exit."""
+    end = _ending(_result(0), error="cannot copy /workspace out")
+    assert (end.end_reason, end.exit_code) == ("error", 0)
+    assert end.notes == ("ERROR: cannot copy /workspace out",)
+
+
+def test_an_error_after_a_deadline_is_an_error_that_still_tells_the_deadline():
+    end = _ending(_result(None, EndReason.TIMED_OUT), error="copy-out stopped")
+    assert (end.end_reason, end.exit_code, end.limits_hit) == ("error", -1, ("deadline",))
+    assert end.notes == ("ERROR: timed out after 30s; the sandbox was frozen and removed", "ERROR: copy-out stopped")
+
+
+def test_a_failed_hook_stays_hook_failed():
+    end = _ending(None, error="before_each hook 0 failed", hook_failed=True)
+    assert (end.end_reason, end.exit_code) == ("hook_failed", None)
+
+
+def test_no_agent_result_is_an_error():
+    assert _ending(None, error="the sandbox could not be created").end_reason == "error"
