@@ -413,4 +413,4 @@ def test_a_forged_final_result_gives_way_to_the_models_answer(eval_project, make
     assert outcome.result == "c1 done" and outcome.num_turns == 2
     assert outcome.session_id != "not-the-session"
     reasons = " | ".join(finding["reason"] for finding in outcome.integrity.findings)
-    assert "not the model's last answer" in reasons and "claims 40 turns" in reasons and "session" in reasons
+    assert "nothing the model answered this session" in reasons and "claims 40 turns" in reasons and "session" in reasons
