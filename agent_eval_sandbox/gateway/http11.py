@@ -75,11 +75,6 @@ class MessagesApiHandler(BaseHTTPRequestHandler):
         self.send_json(status, body, headers)
         return body
 
-    def send_empty(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
     def start_chunked(self, status: int, headers: Headers) -> None:
         self.send_response(status)
         for name, value in headers:
