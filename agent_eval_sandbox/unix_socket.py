@@ -157,11 +157,6 @@ class UnixSocketService(SocketService):
         self.socket_path.unlink(missing_ok=True)
 
     @property
-    def open_connections(self) -> int:
-        server = self._server
-        return server.open_connections if isinstance(server, CappedUnixServer) else 0
-
-    @property
     def connections_refused(self) -> int:
         """Connections closed unserved because the service held `max_connections` already."""
         with self._cap_lock:

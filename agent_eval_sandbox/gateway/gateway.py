@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -168,8 +168,9 @@ class _GatewayHandler(MessagesApiHandler):
     server: CappedUnixServer[Channel]
 
     def setup(self) -> None:
-        self.timeout = self.server.service.idle_timeout_s
         super().setup()
+        # The channel's idle timeout instead of the class-wide one.
+        self.connection.settimeout(self.server.service.idle_timeout_s)
 
     def _dispatch(self) -> None:
         channel = self.server.service
@@ -246,6 +247,7 @@ class _GatewayHandler(MessagesApiHandler):
             self._model_request(channel, route, raw, exchange)
 
     def _model_request(self, channel: Channel, route: Route, raw: bytes, exchange: _Exchange) -> None:
+        refusal: Refusal | None
         try:
             body: Any = json.loads(raw)
         except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser
@@ -448,7 +450,6 @@ class Channel(UnixSocketService):
         self._lock = threading.Lock()
         self._requests = 0
         self._refused = 0
-        self._forbidden = 0
         self._log: RequestLog | None = None
 
     @property
@@ -468,21 +469,8 @@ class Channel(UnixSocketService):
             self._log.close()
 
     @property
-    def budget_usd(self) -> float:
-        return self.ledger.budget_usd
-
-    @property
     def spent_usd(self) -> float:
         return self.ledger.spent_usd
-
-    @property
-    def reserved_usd(self) -> float:
-        """Held by requests (and hook-model calls) in flight."""
-        return self.ledger.reserved_usd
-
-    @property
-    def usage(self) -> Usage:
-        return self.ledger.usage
 
     @property
     def requests(self) -> int:
@@ -495,12 +483,6 @@ class Channel(UnixSocketService):
         """Requests refused because the budget left could not cover them."""
         with self._lock:
             return self._refused
-
-    @property
-    def forbidden(self) -> int:
-        """Requests for anything but the model endpoints."""
-        with self._lock:
-            return self._forbidden
 
     def admit(self, body: Mapping[str, Any], body_bytes: int) -> tuple[Admission, Reservation | None]:
         """Reserve a Messages request's worst case, priced by the model it names."""
@@ -515,7 +497,7 @@ class Channel(UnixSocketService):
         exchange.usage, exchange.model = usage, model
         exchange.cost_usd = max(cost_usd(usage, lookup.price), at_least_usd)
         exchange.price_note, exchange.charge_note = lookup.note(model), note
-        self.ledger.settle(exchange.reservation, exchange.cost_usd, usage)
+        self.ledger.settle(exchange.reservation, exchange.cost_usd)
 
     def release(self, exchange: _Exchange) -> None:
         """Give back a reservation that nothing was charged against."""
@@ -533,7 +515,7 @@ class Channel(UnixSocketService):
         """Settle a `reserve_usd` reservation by the call's usage (priced by `model`) and log it; the cost."""
         lookup = price_for(model)
         cost = max(cost_usd(usage, lookup.price) if usage is not None else 0.0, at_least_usd)
-        self.ledger.settle(reservation, cost, usage)
+        self.ledger.settle(reservation, cost)
         self._write(LogRecord(
             time=_now(), case_id=self.case_id, method="POST", path="(hook model) /v1/messages", status=None,
             outcome="hook_model", duration_ms=0, request_headers={}, model=model,
@@ -563,7 +545,6 @@ class Channel(UnixSocketService):
         with self._lock:
             self._requests += 1
             self._refused += exchange.refused
-            self._forbidden += exchange.outcome == "forbidden"
         record = LogRecord(
             time=exchange.timestamp,
             case_id=self.case_id,
@@ -649,7 +630,7 @@ class ModelGateway:
             channel.close()
         self._client.close()
 
-    def __enter__(self) -> ModelGateway:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -40,6 +40,7 @@ class MessagesApiHandler(BaseHTTPRequestHandler):
     # The status line already sent for the current request, if any: once it
     # is out, a failure can no longer be reported as an HTTP error.
     response_status: int | None = None
+    raw_requestline: bytes  # set by BaseHTTPRequestHandler for each request
 
     def send_response(self, code: int, message: str | None = None) -> None:
         self.response_status = code

@@ -39,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ class RequestError(Exception):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def decision_record(
@@ -253,7 +253,6 @@ class Broker(UnixSocketService):
         self._warn = warn
         self._warned: set[str] = set()
         self._lock = threading.Lock()
-        self._decisions = 0
         self._llm_calls = 0
         # A question's first answer, for the second hook that asks about the same call.
         self._answered: OrderedDict[tuple[str, str], Decision] = OrderedDict()
@@ -276,15 +275,7 @@ class Broker(UnixSocketService):
         if self._log is not None:
             self._log.close()
 
-    @property
-    def decisions(self) -> int:
-        """Decisions logged so far (a repeated question counts once)."""
-        with self._lock:
-            return self._decisions
-
     def _write(self, record: Mapping[str, Any]) -> None:
-        with self._lock:
-            self._decisions += 1
         if self._log is not None:
             self._log.write(record)
 
@@ -303,12 +294,6 @@ class Broker(UnixSocketService):
         if silenced:
             self._warn(f"case {self.case_id}: more than {MAX_WARNINGS} hook warnings; the rest are in "
                        f"{self.log_path.name} only")
-
-    @property
-    def llm_calls(self) -> int:
-        """Hook-model calls started (or refused by the budget) so far."""
-        with self._lock:
-            return self._llm_calls
 
     def _refuse_connection(self, request: socket.socket, open_connections: int, *, logged: bool) -> None:
         reason = (f"hook broker refused the connection: {open_connections} are open already "
