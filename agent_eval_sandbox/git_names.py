@@ -9,8 +9,6 @@ HFS+'s ignored code points, NTFS's trailing dots and spaces and its 8.3 name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 # Code points HFS+ ignores when it compares names: ".g\u200cit" is ".git" there.
 _HFS_IGNORED = dict.fromkeys(
     [0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
@@ -21,7 +19,3 @@ def is_git_dir_name(name: str) -> bool:
     """Whether a path component would be taken for `.git` on some file system."""
     folded = name.translate(_HFS_IGNORED).casefold().rstrip(". ")
     return folded in (".git", "git~1")
-
-
-def has_git_dir_component(parts: Iterable[str]) -> bool:
-    return any(is_git_dir_name(part) for part in parts)

@@ -503,14 +503,6 @@ class SandboxConfig(Model):
             raise ValueError("sandbox.user must be a numeric uid or uid:gid, e.g. 1000:1000")
         return str(value)
 
-    @property
-    def memory_bytes(self) -> int:
-        return parse_size(self.memory)
-
-    @property
-    def disk_bytes(self) -> int:
-        return parse_size(self.disk)
-
 
 class EvalConfig(Model):
     name: str = ""

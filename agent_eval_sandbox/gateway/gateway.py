@@ -19,19 +19,18 @@ import contextlib
 import json
 import logging
 import math
-import os
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
-from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.api_errors import error_body
 from agent_eval_sandbox.gateway.budget import BYTES_PER_TOKEN, Admission, limited_body
 from agent_eval_sandbox.gateway.conversation import ConversationRecord
@@ -55,7 +54,7 @@ from agent_eval_sandbox.gateway.request_log import (
 from agent_eval_sandbox.gateway.routes import Route, classify, split_target
 from agent_eval_sandbox.gateway.sse import MessageAssembler, SSEDecoder, encode_event
 from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
-from agent_eval_sandbox.unix_socket import CappedUnixServer, prepare_socket_path
+from agent_eval_sandbox.unix_socket import LOGGED_REFUSED_CONNECTIONS, CappedUnixServer, UnixSocketService
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +104,6 @@ MAX_CONNECTIONS = 32
 # A keep-alive connection idle this long is closed (the CLI opens another when
 # it needs one); so is one that sends nothing of a request for this long.
 IDLE_TIMEOUT_S = 60.0
-# Refused connections are counted; only the first few get a line of their own in the log.
-LOGGED_REFUSED_CONNECTIONS = 10
 MAX_LOGGED_REQUEST_LINE = 512
 OPEN_POLICY = GatewayPolicy()
 
@@ -168,48 +165,50 @@ class _Exchange:
 
 
 class _GatewayHandler(MessagesApiHandler):
-    server: _ChannelServer
+    server: CappedUnixServer[Channel]
 
     def setup(self) -> None:
-        self.timeout = self.server.channel.idle_timeout_s
         super().setup()
+        # The channel's idle timeout instead of the class-wide one.
+        self.connection.settimeout(self.server.service.idle_timeout_s)
 
     def _dispatch(self) -> None:
-        channel = self.server.channel
+        channel = self.server.service
         exchange = _Exchange(self.command, self.path, redact_headers(self.headers.items()))
         self.response_status = None
-        channel.begin()
-        try:
-            self._handle(channel, exchange)
-        except (ConnectionError, TimeoutError) as exc:
-            exchange.outcome, exchange.error = "client_disconnected", f"{type(exc).__name__}: {exc}"
-            self.close_connection = True
-        except Exception as exc:  # one bad request must never take the gateway down
-            log.exception("model gateway: case %s: %s %s failed", channel.case_id, self.command, self.path)
-            exchange.outcome, exchange.error = "internal_error", f"{type(exc).__name__}: {exc}"
-            self.close_connection = True
-            if self.response_status is None:
-                exchange.status = 500
-                with contextlib.suppress(OSError):
-                    self.send_api_error(500, "api_error", "model gateway: internal error (see the case's gateway log)")
-        finally:
-            channel.finish(exchange)
+        with channel.request_in_flight():
+            try:
+                self._handle(channel, exchange)
+            except (ConnectionError, TimeoutError) as exc:
+                exchange.outcome, exchange.error = "client_disconnected", f"{type(exc).__name__}: {exc}"
+                self.close_connection = True
+            except Exception as exc:  # one bad request must never take the gateway down
+                log.exception("model gateway: case %s: %s %s failed", channel.case_id, self.command, self.path)
+                exchange.outcome, exchange.error = "internal_error", f"{type(exc).__name__}: {exc}"
+                self.close_connection = True
+                if self.response_status is None:
+                    exchange.status = 500
+                    with contextlib.suppress(OSError):
+                        self.send_api_error(500, "api_error",
+                                            "model gateway: internal error (see the case's gateway log)")
+            finally:
+                channel.record_exchange(exchange)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_TRACE = do_CONNECT = _dispatch
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Requests the HTTP parser refuses (not HTTP, an unknown method, oversized
         headers) never reach `_dispatch`; they are logged here, like every other."""
-        channel = self.server.channel
+        channel = self.server.service
         line = self.raw_requestline[:MAX_LOGGED_REQUEST_LINE].decode("iso-8859-1").rstrip("\r\n")
         exchange = _Exchange(self.command or "-", line, {})
         exchange.status, exchange.outcome = code, "bad_request"
         exchange.error = f"not a valid HTTP request: {message or code}"
-        channel.begin()
-        try:
-            super().send_error(code, message, explain)
-        finally:
-            channel.finish(exchange)
+        with channel.request_in_flight():
+            try:
+                super().send_error(code, message, explain)
+            finally:
+                channel.record_exchange(exchange)
 
     def _handle(self, channel: Channel, exchange: _Exchange) -> None:
         if channel.closed:
@@ -248,6 +247,7 @@ class _GatewayHandler(MessagesApiHandler):
             self._model_request(channel, route, raw, exchange)
 
     def _model_request(self, channel: Channel, route: Route, raw: bytes, exchange: _Exchange) -> None:
+        refusal: Refusal | None
         try:
             body: Any = json.loads(raw)
         except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser
@@ -411,29 +411,15 @@ def _charge_cut_short(channel: Channel, exchange: _Exchange, assembler: MessageA
                    note=note)
 
 
-class _ChannelServer(CappedUnixServer):
-    # An agent with parallel subagents opens several connections at once.
-    request_queue_size = 64
-
-    def __init__(self, path: str, channel: Channel) -> None:
-        self.channel = channel
-        super().__init__(path, _GatewayHandler, max_connections=channel.max_connections)
-
-    def refuse(self, request: socket.socket) -> None:
-        self.channel.connection_refused(self.open_connections)
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        # Errors inside a request are handled and logged by the handler; what
-        # arrives here is a connection dropped between requests.
-        log.debug("model gateway: case %s: connection error", self.channel.case_id, exc_info=True)
-
-
-class Channel:
+class Channel(UnixSocketService):
     """One case's way to the model: a unix socket, a budget and a request log.
 
     A request's log record is written once its response is over: read the log
-    (and the final spend) after close(), which waits for requests in flight.
+    (and the final spend) after close(), which waits for requests in flight
+    (up to `close_grace_s`), then drops idle connections and removes the socket.
     """
+
+    handler = _GatewayHandler
 
     def __init__(
         self,
@@ -449,69 +435,49 @@ class Channel:
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
+        super().__init__(socket_path, max_connections=max_connections)
+        self.what = f"the model gateway of case {case_id}"
         self.ledger = Ledger(budget_usd)
         self.case_id = case_id
-        self.socket_path = socket_path
         self.log_path = log_path
         self.upstream_url = checked_upstream_url(upstream_url)
         self.credentials = credentials
         self.client = client
         self.policy = policy
-        self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         # What the model really said, on the host's side: the collected stream is checked against it.
         self.conversation = ConversationRecord()
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
+        self._usage = Usage()
         self._requests = 0
         self._refused = 0
-        self._forbidden = 0
-        self._in_flight = 0
-        self._connections_refused = 0
-        self._closed = False
         self._log: RequestLog | None = None
-        self._server: _ChannelServer | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> Channel:
-        """Create the socket (mode 0666: the container's user is not ours) and serve it."""
-        prepare_socket_path(self.socket_path, "gateway")
-        try:
-            self._server = _ChannelServer(str(self.socket_path), self)
-        except OSError as exc:
-            raise UserError(
-                f"cannot create the gateway socket {self.socket_path}: {exc.strerror or exc}",
-                fix="check that its directory is writable",
-            ) from exc
-        os.chmod(self.socket_path, 0o666)
+    @property
+    def thread_name(self) -> str:
+        return f"gateway-{self.case_id}"
+
+    def _started(self, server: socketserver.BaseServer) -> None:
         self._log = RequestLog(self.log_path, secrets=self.credentials.secrets)
-        # A short poll interval keeps close() quick; the loop is idle otherwise.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.1,), name=f"gateway-{self.case_id}", daemon=True
-        )
-        self._thread.start()
-        return self
 
-    @property
-    def closed(self) -> bool:
-        with self._lock:
-            return self._closed
-
-    @property
-    def budget_usd(self) -> float:
-        return self.ledger.budget_usd
+    def _stopped(self, server: socketserver.BaseServer) -> None:
+        super()._stopped(server)
+        refused = self.connections_refused
+        if refused > LOGGED_REFUSED_CONNECTIONS:
+            self._write(self._connection_record(f"{refused} connections in all were closed unserved over the cap "
+                                                f"of {self.max_connections}"))
+        if self._log is not None:
+            self._log.close()
 
     @property
     def spent_usd(self) -> float:
         return self.ledger.spent_usd
 
     @property
-    def reserved_usd(self) -> float:
-        """Held by requests (and hook-model calls) in flight."""
-        return self.ledger.reserved_usd
-
-    @property
     def usage(self) -> Usage:
-        return self.ledger.usage
+        """The tokens of every model answer this channel forwarded (the truth of what the case used)."""
+        with self._lock:
+            return self._usage
 
     @property
     def requests(self) -> int:
@@ -525,37 +491,10 @@ class Channel:
         with self._lock:
             return self._refused
 
-    @property
-    def forbidden(self) -> int:
-        """Requests for anything but the model endpoints."""
-        with self._lock:
-            return self._forbidden
-
-    @property
-    def in_flight(self) -> int:
-        """Requests being handled right now (including the caller's)."""
-        with self._lock:
-            return self._in_flight
-
-    @property
-    def open_connections(self) -> int:
-        server = self._server
-        return server.open_connections if server is not None else 0
-
-    @property
-    def connections_refused(self) -> int:
-        """Connections closed unserved because the case held `max_connections` already."""
-        with self._lock:
-            return self._connections_refused
-
     def admit(self, body: Mapping[str, Any], body_bytes: int) -> tuple[Admission, Reservation | None]:
         """Reserve a Messages request's worst case, priced by the model it names."""
         price = price_for(body.get("model")).price
         return self.ledger.admit(body, body_bytes, price, max_tokens_ceiling=self.policy.max_tokens_ceiling)
-
-    def begin(self) -> None:
-        with self._lock:
-            self._in_flight += 1
 
     def charge(self, exchange: _Exchange, usage: Usage, response_model: Any, *, at_least_usd: float = 0.0,
                note: str | None = None) -> None:
@@ -565,7 +504,9 @@ class Channel:
         exchange.usage, exchange.model = usage, model
         exchange.cost_usd = max(cost_usd(usage, lookup.price), at_least_usd)
         exchange.price_note, exchange.charge_note = lookup.note(model), note
-        self.ledger.settle(exchange.reservation, exchange.cost_usd, usage)
+        self.ledger.settle(exchange.reservation, exchange.cost_usd)
+        with self._lock:
+            self._usage += usage
 
     def release(self, exchange: _Exchange) -> None:
         """Give back a reservation that nothing was charged against."""
@@ -583,7 +524,7 @@ class Channel:
         """Settle a `reserve_usd` reservation by the call's usage (priced by `model`) and log it; the cost."""
         lookup = price_for(model)
         cost = max(cost_usd(usage, lookup.price) if usage is not None else 0.0, at_least_usd)
-        self.ledger.settle(reservation, cost, usage)
+        self.ledger.settle(reservation, cost)
         self._write(LogRecord(
             time=_now(), case_id=self.case_id, method="POST", path="(hook model) /v1/messages", status=None,
             outcome="hook_model", duration_ms=0, request_headers={}, model=model,
@@ -592,12 +533,9 @@ class Channel:
         ))
         return cost
 
-    def connection_refused(self, open_connections: int) -> None:
-        """Count a connection refused over the cap (called in the accepting thread: must not block long)."""
-        with self._lock:
-            self._connections_refused += 1
-            count = self._connections_refused
-        if count <= LOGGED_REFUSED_CONNECTIONS:
+    def _refuse_connection(self, request: socket.socket, open_connections: int, *, logged: bool) -> None:
+        # No answer: the CLI retries a connection that closes at once.
+        if logged:
             self._write(self._connection_record(
                 f"connection closed unserved: the case holds {open_connections} connections "
                 f"(cap {self.max_connections}); further refusals are counted, not logged one by one"))
@@ -611,11 +549,11 @@ class Channel:
         if self._log is not None:
             self._log.write(record)
 
-    def finish(self, exchange: _Exchange) -> None:
+    def record_exchange(self, exchange: _Exchange) -> None:
+        """Count and log a request whose response is over."""
         with self._lock:
             self._requests += 1
             self._refused += exchange.refused
-            self._forbidden += exchange.outcome == "forbidden"
         record = LogRecord(
             time=exchange.timestamp,
             case_id=self.case_id,
@@ -639,41 +577,7 @@ class Channel:
             charge_note=exchange.charge_note,
             error=exchange.error,
         )
-        try:
-            self._write(record)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                self._lock.notify_all()
-
-    def close(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, let requests in flight finish (up to `grace_s`), drop idle connections,
-        remove the socket."""
-        with self._lock:
-            server, self._server = self._server, None
-            self._closed = True
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        with self._lock:
-            self._lock.wait_for(lambda: self._in_flight == 0, timeout=grace_s)
-        server.close_connections()
-        refused = self.connections_refused
-        if refused > LOGGED_REFUSED_CONNECTIONS:
-            self._write(self._connection_record(f"{refused} connections in all were closed unserved over the cap "
-                                                f"of {self.max_connections}"))
-        if self._log is not None:
-            self._log.close()
-        self.socket_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> Channel:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._write(record)
 
 
 class ModelGateway:
@@ -735,7 +639,7 @@ class ModelGateway:
             channel.close()
         self._client.close()
 
-    def __enter__(self) -> ModelGateway:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

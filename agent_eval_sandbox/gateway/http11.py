@@ -40,6 +40,7 @@ class MessagesApiHandler(BaseHTTPRequestHandler):
     # The status line already sent for the current request, if any: once it
     # is out, a failure can no longer be reported as an HTTP error.
     response_status: int | None = None
+    raw_requestline: bytes  # set by BaseHTTPRequestHandler for each request
 
     def send_response(self, code: int, message: str | None = None) -> None:
         self.response_status = code
@@ -74,11 +75,6 @@ class MessagesApiHandler(BaseHTTPRequestHandler):
         body = error_body(error_type, message)
         self.send_json(status, body, headers)
         return body
-
-    def send_empty(self, status: int) -> None:
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
 
     def start_chunked(self, status: int, headers: Headers) -> None:
         self.send_response(status)

@@ -15,7 +15,6 @@ from typing import Any
 
 from agent_eval_sandbox.gateway.budget import Admission, admit
 from agent_eval_sandbox.gateway.pricing import ModelPrice
-from agent_eval_sandbox.gateway.usage import Usage
 
 
 @dataclass(eq=False)
@@ -33,7 +32,6 @@ class Ledger:
         self.budget_usd = budget_usd
         self._lock = threading.Lock()
         self._spent_usd = 0.0
-        self._usage = Usage()
         self._open: set[Reservation] = set()
 
     def _remaining(self) -> float:
@@ -60,7 +58,7 @@ class Ledger:
             self._open.add(reservation)
         return reservation
 
-    def settle(self, reservation: Reservation | None, cost_usd: float, usage: Usage | None = None) -> None:
+    def settle(self, reservation: Reservation | None, cost_usd: float) -> None:
         """Replace a reservation (if any) by what the call cost; a second settle of it does nothing."""
         with self._lock:
             if reservation is not None:
@@ -69,8 +67,6 @@ class Ledger:
                 reservation.settled = True
                 self._open.discard(reservation)
             self._spent_usd += cost_usd
-            if usage is not None:
-                self._usage += usage
 
     @property
     def spent_usd(self) -> float:
@@ -81,8 +77,3 @@ class Ledger:
     def reserved_usd(self) -> float:
         with self._lock:
             return sum(r.amount_usd for r in self._open)
-
-    @property
-    def usage(self) -> Usage:
-        with self._lock:
-            return self._usage

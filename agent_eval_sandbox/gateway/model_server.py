@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
 from agent_eval_sandbox.gateway.replies import (
     estimate_tokens,
@@ -34,6 +33,7 @@ from agent_eval_sandbox.gateway.script import (
     tool_choice_conflict,
 )
 from agent_eval_sandbox.gateway.sse import encode_event, message_events
+from agent_eval_sandbox.socket_service import SocketService
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ class _ScriptHandler(MessagesApiHandler):
     server: _ScriptHTTPServer
 
     def _dispatch(self) -> None:
+        with self.server.service.request_in_flight():
+            self._answer()
+
+    do_HEAD = do_GET = do_POST = _dispatch
+
+    def _answer(self) -> None:
         try:
             raw = self.read_body()
         except BodyError as exc:
@@ -69,8 +75,6 @@ class _ScriptHandler(MessagesApiHandler):
             self._not_found(None)
         else:
             self._answer_post(route, raw)
-
-    do_HEAD = do_GET = do_POST = _dispatch
 
     def _answer_post(self, route: Route, raw: bytes) -> None:
         try:
@@ -93,8 +97,8 @@ class _ScriptHandler(MessagesApiHandler):
         self._record(body, None, 404)
 
     def _answer_messages(self, request: dict[str, Any]) -> None:
-        script = self.server.script
-        index = self.server.next_step_index(request)
+        script = self.server.service.script
+        index = self.server.service.next_step_index(request)
         step = script.step_at(index)
         where = f"script {script.source}, step {index}"
         if step is None:
@@ -123,7 +127,7 @@ class _ScriptHandler(MessagesApiHandler):
         self._record(request, index, 200)
 
     def _record(self, body: Any, step_index: int | None, status: int) -> None:
-        self.server.requests.append(
+        self.server.service.record(
             ServedRequest(self.command, self.path, dict(self.headers.items()), body, step_index, status)
         )
 
@@ -131,52 +135,54 @@ class _ScriptHandler(MessagesApiHandler):
 class _ScriptHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], script: Script, requests: list[ServedRequest]) -> None:
-        super().__init__(address, _ScriptHandler)
-        self.script = script
-        self.requests = requests
-        self._lock = threading.Lock()
-        self._served = 0
+    def __init__(self, service: ScriptedModelServer) -> None:
+        self.service = service
+        super().__init__((service.host, service.port), _ScriptHandler)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that hangs up mid-response is routine, not a traceback on stderr.
         log.debug("scripted model server: connection error", exc_info=True)
 
-    def next_step_index(self, request: dict[str, Any]) -> int:
-        with self._lock:
-            index = select_step_index(self.script.advance, request, self._served)
-            self._served += 1
-            return index
 
-
-class ScriptedModelServer:
+class ScriptedModelServer(SocketService):
     """A scripted Messages API server on a background thread.
 
     with ScriptedModelServer("script.yaml") as server:
         env["ANTHROPIC_BASE_URL"] = server.url
     """
 
+    what = "the model server"
+    bind_fix = "choose another --port (0 picks a free one) or --host"
+    # It stands in for a remote API, which does not wait for its clients either: an
+    # answer still delayed or streaming when it closes ends on its own thread. (A
+    # gateway channel in front of it waits for its own requests before it closes.)
+    close_grace_s = 0.0
+
     def __init__(self, script: Script | str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__()
         self.script = script if isinstance(script, Script) else load_script(os.fspath(script))
         self.host = host
         self.port = port
         self._requests: list[ServedRequest] = []
-        self._server: _ScriptHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._steps_lock = threading.Lock()
+        self._served = 0
 
-    def start(self) -> ScriptedModelServer:
-        if self._server is None:
-            self._server = _ScriptHTTPServer((self.host, self.port), self.script, self._requests)
-            self.port = self._server.server_address[1]
-            self._thread = threading.Thread(
-                target=self._server.serve_forever, args=(0.1,), name="scripted-model-server", daemon=True
-            )
-            self._thread.start()
-        return self
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def thread_name(self) -> str:
+        return "scripted-model-server"
+
+    def _bind(self) -> _ScriptHTTPServer:
+        server = _ScriptHTTPServer(self)
+        self.port = server.server_address[1]
+        return server
 
     @property
     def url(self) -> str:
-        if self._server is None:
+        if not self.started:
             raise RuntimeError("the scripted model server is not started")
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
@@ -184,22 +190,18 @@ class ScriptedModelServer:
     @property
     def requests(self) -> list[ServedRequest]:
         """Every request served so far (kept after close, for assertions)."""
-        return list(self._requests)
+        with self._steps_lock:
+            return list(self._requests)
 
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+    def record(self, request: ServedRequest) -> None:
+        with self._steps_lock:
+            self._requests.append(request)
 
-    def __enter__(self) -> ScriptedModelServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def next_step_index(self, request: dict[str, Any]) -> int:
+        with self._steps_lock:
+            index = select_step_index(self.script.advance, request, self._served)
+            self._served += 1
+            return index
 
 
 def serve(script_path: str | os.PathLike[str], host: str = "127.0.0.1", port: int = 8765) -> None:
@@ -208,15 +210,7 @@ def serve(script_path: str | os.PathLike[str], host: str = "127.0.0.1", port: in
     Raises ConfigError for a bad script, before anything listens, and
     UserError when the address cannot be bound.
     """
-    server = ScriptedModelServer(script_path, host, port)
-    try:
-        server.start()
-    except OSError as exc:
-        raise UserError(
-            f"the model server cannot listen on {host}:{port}: {exc.strerror or exc}",
-            fix="choose another --port (0 picks a free one) or --host",
-        ) from exc
-    with server:
+    with ScriptedModelServer(script_path, host, port) as server:
         print(
             f"scripted model server: {len(server.script.steps)} step(s) from {server.script.source} "
             f"({server.script.advance.value}) at {server.url}\n"

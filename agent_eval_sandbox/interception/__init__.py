@@ -40,14 +40,12 @@ from agent_eval_sandbox.interception.permissions import (
     compile_permissions,
 )
 from agent_eval_sandbox.interception.settings import (
-    BROKER_SOCKET_IN_SANDBOX,
     MANAGED_SETTINGS_PATH,
     ContainerSettings,
     build_container_settings,
 )
 
 __all__ = [
-    "BROKER_SOCKET_IN_SANDBOX",
     "HANDLERS_FILE_NAME",
     "MANAGED_SETTINGS_PATH",
     "AnthropicAnswerer",

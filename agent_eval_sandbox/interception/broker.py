@@ -31,7 +31,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import socket
 import socketserver
 import sys
@@ -40,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,7 @@ from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     ToolHandlers,
 )
-from agent_eval_sandbox.unix_socket import CappedUnixServer, prepare_socket_path
+from agent_eval_sandbox.unix_socket import LOGGED_REFUSED_CONNECTIONS, CappedUnixServer, UnixSocketService
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +66,6 @@ PROTOCOL_LINE = b"agent-eval-hook/1\n"
 _PREVIEW_BYTES = 2048
 _REMEMBERED_QUESTIONS = 64
 _DRAIN_S = 1.0
-# Connections refused over the cap are counted; only the first few get a line of their own.
-LOGGED_REFUSED_CONNECTIONS = 10
 # Distinct warnings a case may print on the controller's terminal.
 MAX_WARNINGS = 20
 
@@ -97,7 +94,7 @@ class RequestError(Exception):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def decision_record(
@@ -180,13 +177,12 @@ def read_request(sock: Any, limits: BrokerLimits) -> bytes:
 
 
 class _Handler(socketserver.BaseRequestHandler):
-    server: _BrokerServer
+    server: CappedUnixServer[Broker]
 
     def handle(self) -> None:
-        broker = self.server.broker
+        broker = self.server.service
         started = time.monotonic()
-        broker.begin()
-        try:
+        with broker.request_in_flight():
             try:
                 raw = read_request(self.request, broker.limits)
             except RequestError as exc:
@@ -196,13 +192,11 @@ class _Handler(socketserver.BaseRequestHandler):
             else:
                 reply = broker.respond(raw, started)
             self._send(reply)
-        finally:
-            broker.finish()
 
     def _send(self, reply: Mapping[str, Any]) -> None:
         sock = self.request
         try:
-            sock.settimeout(self.server.broker.limits.read_timeout_s)
+            sock.settimeout(self.server.service.limits.read_timeout_s)
             sock.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
             sock.shutdown(socket.SHUT_WR)
             # A refused request may still be arriving: closing on unread data would
@@ -216,38 +210,23 @@ class _Handler(socketserver.BaseRequestHandler):
             log.debug("hook broker: the client went away before the answer", exc_info=True)
 
 
-class _BrokerServer(CappedUnixServer):
-    # The CLI runs the hooks of parallel tool calls at once.
-    request_queue_size = 64
-
-    def __init__(self, path: str, broker: Broker) -> None:
-        self.broker = broker
-        super().__init__(path, _Handler, max_connections=broker.limits.max_connections)
-
-    def refuse(self, request: socket.socket) -> None:
-        reply = self.broker.connection_refused(self.open_connections)
-        # A fresh connection's send buffer is empty: a short answer goes out
-        # without blocking the accepting thread, or not at all (the client then denies).
-        with contextlib.suppress(OSError):
-            request.setblocking(False)
-            request.send(json.dumps(reply).encode() + b"\n")
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        log.debug("hook broker: case %s: connection error", self.broker.case_id, exc_info=True)
-
-
 def _warn_on_stderr(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-class Broker:
+class Broker(UnixSocketService):
     """One case's hook broker.
 
         with Broker(case.id, run_sock_dir / "broker.sock", handlers, CaseContext.from_case_dir(case.dir),
                     case_env, case_dir / "tool_decisions.jsonl",
                     answerer=AnthropicAnswerer(hook_model_env)) as broker:
             ...  # run the case with the socket's directory mounted at /run/agent-eval (read-only)
+
+    close() waits for the requests in flight (up to `close_grace_s`), then drops
+    idle connections and removes the socket.
     """
+
+    handler = _Handler
 
     def __init__(
         self,
@@ -262,56 +241,41 @@ class Broker:
         warn: Callable[[str], None] = _warn_on_stderr,
         limits: BrokerLimits | None = None,
     ) -> None:
+        self.limits = limits or BrokerLimits()
+        super().__init__(Path(socket_path), max_connections=self.limits.max_connections)
+        self.what = f"the hook broker of case {case_id}"
         self.case_id = case_id
-        self.socket_path = Path(socket_path)
         self.handlers = handlers
         self.case = case
         self.env = dict(env)
         self.log_path = Path(log_path)
-        self.limits = limits or BrokerLimits()
         self._answerer = answerer
         self._warn = warn
         self._warned: set[str] = set()
-        self._lock = threading.Condition()
-        self._in_flight = 0
-        self._decisions = 0
+        self._lock = threading.Lock()
         self._llm_calls = 0
-        self._connections_refused = 0
         # A question's first answer, for the second hook that asks about the same call.
         self._answered: OrderedDict[tuple[str, str], Decision] = OrderedDict()
         self._ask_lock = threading.Lock()
         self._log: DecisionLog | None = None
-        self._server: _BrokerServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> Broker:
-        """Create the socket (mode 0666: the container's user is not ours) and serve it."""
-        prepare_socket_path(self.socket_path, "hook broker")
-        self._log = DecisionLog(self.log_path)
-        self._server = _BrokerServer(str(self.socket_path), self)
-        os.chmod(self.socket_path, 0o666)
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"broker-{self.case_id}", daemon=True)
-        self._thread.start()
-        return self
 
     @property
-    def decisions(self) -> int:
-        """Decisions logged so far (a repeated question counts once)."""
-        with self._lock:
-            return self._decisions
+    def thread_name(self) -> str:
+        return f"broker-{self.case_id}"
 
-    def begin(self) -> None:
-        with self._lock:
-            self._in_flight += 1
+    def _started(self, server: socketserver.BaseServer) -> None:
+        self._log = DecisionLog(self.log_path)
 
-    def finish(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-            self._lock.notify_all()
+    def _stopped(self, server: socketserver.BaseServer) -> None:
+        super()._stopped(server)
+        refused = self.connections_refused
+        if refused > LOGGED_REFUSED_CONNECTIONS:
+            self._write(refusal_record(self.case_id, f"hook broker refused {refused} connections in all over the cap "
+                                       f"of {self.limits.max_connections}", b"", at=_now(), duration_ms=0))
+        if self._log is not None:
+            self._log.close()
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        with self._lock:
-            self._decisions += 1
         if self._log is not None:
             self._log.write(record)
 
@@ -331,28 +295,17 @@ class Broker:
             self._warn(f"case {self.case_id}: more than {MAX_WARNINGS} hook warnings; the rest are in "
                        f"{self.log_path.name} only")
 
-    @property
-    def llm_calls(self) -> int:
-        """Hook-model calls started (or refused by the budget) so far."""
-        with self._lock:
-            return self._llm_calls
-
-    @property
-    def connections_refused(self) -> int:
-        with self._lock:
-            return self._connections_refused
-
-    def connection_refused(self, open_connections: int) -> dict[str, Any]:
-        """Count (and log the first few of) the connections closed over the cap; the deny to send."""
-        with self._lock:
-            self._connections_refused += 1
-            count = self._connections_refused
+    def _refuse_connection(self, request: socket.socket, open_connections: int, *, logged: bool) -> None:
         reason = (f"hook broker refused the connection: {open_connections} are open already "
                   f"(cap {self.limits.max_connections})")
-        if count <= LOGGED_REFUSED_CONNECTIONS:
+        if logged:
             self._write(refusal_record(self.case_id, reason + "; further refusals are counted, not logged one by one",
                                        b"", at=_now(), duration_ms=0))
-        return response(deny(reason))
+        # A fresh connection's send buffer is empty: a short answer goes out
+        # without blocking the accepting thread, or not at all (the client then denies).
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(json.dumps(response(deny(reason))).encode() + b"\n")
 
     def refuse(self, error: str, raw: bytes, started: float) -> dict[str, Any]:
         """Deny a request that is not a decidable event, and log why."""
@@ -415,33 +368,6 @@ class Broker:
             return answerer(request, min(self.limits.llm_timeout_s, remaining))
 
         return answer
-
-    def close(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, let requests in flight finish (up to `grace_s`), remove the socket."""
-        if self._server is None:
-            return
-        server, self._server = self._server, None
-        server.shutdown()
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-        with self._lock:
-            self._lock.wait_for(lambda: self._in_flight == 0, timeout=grace_s)
-        server.close_connections()
-        refused = self.connections_refused
-        if refused > LOGGED_REFUSED_CONNECTIONS:
-            self._write(refusal_record(self.case_id, f"hook broker refused {refused} connections in all over the cap "
-                                       f"of {self.limits.max_connections}", b"", at=_now(), duration_ms=0))
-        if self._log is not None:
-            self._log.close()
-        self.socket_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> Broker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _elapsed_ms(started: float) -> int:

@@ -41,7 +41,6 @@ HOOK_CLIENT_PATH = paths.HOOK_CLIENT
 # (which the agent could try to set through settings env) choose what runs.
 # An execute-only python3 (made in the image): the hook process is non-dumpable.
 HOOK_COMMAND = f"{paths.PROTECTED_PYTHON} -I {HOOK_CLIENT_PATH}"
-BROKER_SOCKET_IN_SANDBOX = paths.BROKER_SOCKET
 MANAGED_SETTINGS_PATH = paths.MANAGED_SETTINGS
 # The reference's per-hook timeout, sized for a batch of LLM-answered
 # questions. The client gives up (and denies) well before it, the broker's

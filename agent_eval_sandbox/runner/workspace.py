@@ -27,6 +27,7 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.sandbox.archive import SkippedEntry, special_file_kind
 
 DeniedPredicate = Callable[[str], bool]
 
@@ -49,13 +50,21 @@ class Exclusion(Protocol):
 
 
 @dataclass
-class CopyReport:
+class StagingReport:
+    """What staging copied on the host, and what it left out.
+
+    Not the sandbox's copy reports (`sandbox.archive.CopyInReport` / `CopyOutReport`):
+    this one accumulates over several sources and names the answer key's paths.
+    `skipped` kinds: "denied" (a deny rule), "answer_key", "symlink", "outside"
+    (not inside the case directory), and what is not a regular file ("fifo", "socket", "device", "other").
+    """
+
     files: int = 0
     bytes: int = 0
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[SkippedEntry] = field(default_factory=list)
     excluded: list[Path] = field(default_factory=list)  # absolute source paths the Exclusion left out
 
-    def add(self, other: CopyReport) -> None:
+    def add(self, other: StagingReport) -> None:
         self.files += other.files
         self.bytes += other.bytes
         self.skipped += other.skipped
@@ -70,7 +79,7 @@ def copy_tree(
     is_denied: DeniedPredicate = _never_denied,
     skip_names: Iterable[str] = (),
     exclude: Exclusion | None = None,
-) -> CopyReport:
+) -> StagingReport:
     """Copy regular files and directories; skip links, devices, denied and excluded paths.
 
     `rel_prefix` is the workspace-relative path of `src`, so deny rules are
@@ -78,7 +87,7 @@ def copy_tree(
     each entry's absolute source path, as written and with links resolved. A
     destination inside the source is never copied into itself.
     """
-    report = CopyReport()
+    report = StagingReport()
     skip = set(skip_names)
     dest_root = dest.resolve()
     src_written, src_real = Path(os.path.abspath(src)), Path(os.path.realpath(src))
@@ -107,25 +116,25 @@ def copy_tree(
             st = entry.stat(follow_symlinks=False)
             mode = st.st_mode
             if is_denied(rel) or (stat.S_ISDIR(mode) and is_denied(rel + "/")):
-                report.skipped.append(f"{rel}: denied")
+                report.skipped.append(SkippedEntry(rel, "denied"))
             elif stat.S_ISLNK(mode):
-                report.skipped.append(f"{rel}: symlink")
+                report.skipped.append(SkippedEntry(rel, "symlink"))
             elif excluded(rel_to_src, st):
-                report.skipped.append(f"{rel}: answer key")
+                report.skipped.append(SkippedEntry(rel, "answer_key"))
             elif stat.S_ISDIR(mode):
                 walk(Path(entry.path), target / entry.name, rel, rel_to_src)
             elif stat.S_ISREG(mode):
                 copy_file(entry.path, target / entry.name)
             else:
-                report.skipped.append(f"{rel}: not a regular file")
+                report.skipped.append(SkippedEntry(rel, special_file_kind(mode)))
 
     if src.is_symlink():
-        report.skipped.append(f"{rel_prefix or src.name}: symlink")
+        report.skipped.append(SkippedEntry(rel_prefix or src.name, "symlink"))
     elif exclude is not None and excluded("", src.stat(follow_symlinks=False)):
-        report.skipped.append(f"{rel_prefix or src.name}: answer key")
+        report.skipped.append(SkippedEntry(rel_prefix or src.name, "answer_key"))
     elif src.is_file():
         if is_denied(rel_prefix):
-            report.skipped.append(f"{rel_prefix}: denied")
+            report.skipped.append(SkippedEntry(rel_prefix, "denied"))
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             copy_file(str(src), dest)
@@ -148,22 +157,25 @@ def stage_case_workspace(
     dest: Path,
     *,
     is_denied: DeniedPredicate = _never_denied,
-) -> CopyReport:
+) -> StagingReport:
     """The case workspace: input file, whitelisted companion files, output dirs.
 
     answers.yaml, annotations and every other case file stay on the host:
     they are evaluation material.
     """
     dest.mkdir(parents=True, exist_ok=True)
-    report = CopyReport()
+    report = StagingReport()
     shutil.copyfile(case.input_file, dest / case.input_file.name)
     report.files += 1
     for entry in config.dataset.workspace.files:
         source = case.dir / entry
         if not source.exists() and not source.is_symlink():
             continue
-        if source.is_symlink() or not _inside(source, case.dir):
-            report.skipped.append(f"{entry}: symlink or outside the case directory")
+        if source.is_symlink():
+            report.skipped.append(SkippedEntry(entry, "symlink"))
+            continue
+        if not _inside(source, case.dir):
+            report.skipped.append(SkippedEntry(entry, "outside", "not inside the case directory"))
             continue
         report.add(copy_tree(source, dest / entry, rel_prefix=entry, is_denied=is_denied))
     create_output_dirs(config, dest)
@@ -207,7 +219,7 @@ def stage_repo_workspace(
     exclude: Exclusion,
     is_denied: DeniedPredicate = _never_denied,
     only: set[str] | None = None,
-) -> CopyReport:
+) -> StagingReport:
     """A copy of the project for `runner.workspace_mode: repo`, minus the answer key and `.git`;
     with `only` (the project's files as git has them, relative), nothing else."""
     if only is None:
@@ -230,7 +242,7 @@ class StagedResource:
 @dataclass
 class StagedResources:
     resources: list[StagedResource]
-    report: CopyReport  # report.excluded: what the answer key took out of them
+    report: StagingReport  # report.excluded: what the answer key took out of them
 
 
 def plugin_dir_path(project_root: Path, configured: str) -> Path:
@@ -258,7 +270,7 @@ def stage_project_resources(
     """Copies of the project's skills, agents, commands, CLAUDE.md, scripts and
     plugin dirs, to be bind-mounted read-only into every case's /workspace."""
     staged: list[StagedResource] = []
-    report = CopyReport()
+    report = StagingReport()
     for name in PROJECT_RESOURCES:
         source = project_root / name
         if source.exists() and not source.is_symlink():

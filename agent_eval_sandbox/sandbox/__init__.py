@@ -4,10 +4,9 @@ Only this package imports `docker` (and, later, `kubernetes`); the rest of the
 tool sees the types re-exported here and picks a backend by name.
 """
 
-from agent_eval_sandbox.sandbox.archive import CopyReport, SkippedEntry
+from agent_eval_sandbox.sandbox.archive import CopyInReport, CopyOutReport, SkippedEntry
 from agent_eval_sandbox.sandbox.base import (
     BindMount,
-    CopyInReport,
     EndReason,
     ExecResult,
     Hardening,
@@ -28,7 +27,7 @@ from agent_eval_sandbox.sandbox.teardown import run_scope
 __all__ = [
     "BindMount",
     "CopyInReport",
-    "CopyReport",
+    "CopyOutReport",
     "EndReason",
     "ExecResult",
     "Hardening",

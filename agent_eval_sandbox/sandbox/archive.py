@@ -22,7 +22,7 @@ import stat
 import tarfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -34,13 +34,28 @@ _CHUNK = 1024 * 1024
 
 @dataclass(frozen=True)
 class SkippedEntry:
+    """A path a copy left out, and why."""
+
     path: str
-    kind: str  # "symlink" | "hardlink" | "device" | "fifo" | "socket" | "other" | "excluded" | "git"
+    # "symlink" | "hardlink" | "device" | "fifo" | "socket" | "other" | "excluded" | "git"
+    # (and, for host staging, "denied" | "answer_key" | "outside": runner.workspace.StagingReport)
+    kind: str
     detail: str = ""
 
 
 @dataclass(frozen=True)
-class CopyReport:
+class CopyInReport:
+    """What went into a sandbox: the archive `tar_from_dir` / `tar_from_files` built."""
+
+    files: int
+    bytes: int
+    skipped: tuple[SkippedEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class CopyOutReport:
+    """What came out of a sandbox (`extract_tar`); `found` is False when the source did not exist."""
+
     found: bool
     files: int = 0
     dirs: int = 0
@@ -48,11 +63,15 @@ class CopyReport:
     skipped: tuple[SkippedEntry, ...] = ()
 
 
-@dataclass(frozen=True)
-class TarSummary:
-    files: int
-    bytes: int
-    skipped: tuple[SkippedEntry, ...] = field(default_factory=tuple)
+def special_file_kind(mode: int) -> str:
+    """The SkippedEntry kind of a file that is neither a directory, a regular file nor a symlink."""
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "other"
 
 
 def safe_parts(name: str, strip_top: str | None = None) -> tuple[str, ...]:
@@ -263,7 +282,7 @@ class _SourceReader:
             raise _SourceError(exc) from exc
 
 
-def extract_tar(stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int) -> CopyReport:
+def extract_tar(stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int) -> CopyOutReport:
     """Safely unpack a tar stream into `dest` (created if missing); see the module doc."""
     extractor = _Extractor(dest, max_bytes=max_bytes, max_files=max_files)
     try:
@@ -288,7 +307,7 @@ def extract_tar(stream: BinaryIO, dest: Path, *, strip_top: str | None, max_byte
             ) from exc
     finally:
         extractor.close()
-    return CopyReport(
+    return CopyOutReport(
         found=True,
         files=extractor.files,
         dirs=extractor.dirs,
@@ -344,7 +363,7 @@ def _link_stays_inside(target: str) -> bool:
 
 def tar_from_dir(
     src: Path, out: BinaryIO, *, uid: int, gid: int, exclude: Callable[[str], bool] | None = None
-) -> TarSummary:
+) -> CopyInReport:
     """Write a tar of the *contents* of `src` to `out`; host links are never followed.
 
     Symlinks whose target is relative and never contains `..` are kept as links;
@@ -391,26 +410,17 @@ def tar_from_dir(
                     else:
                         skipped.append(SkippedEntry(name, "symlink", f"target {target!r} leaves the directory"))
                 else:
-                    kind = (
-                        "fifo"
-                        if stat.S_ISFIFO(st.st_mode)
-                        else "socket"
-                        if stat.S_ISSOCK(st.st_mode)
-                        else "device"
-                        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-                        else "other"
-                    )
-                    skipped.append(SkippedEntry(name, kind))
+                    skipped.append(SkippedEntry(name, special_file_kind(st.st_mode)))
 
         root = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
         try:
             walk(root, "")
         finally:
             os.close(root)
-    return TarSummary(files, size, tuple(skipped))
+    return CopyInReport(files, size, tuple(skipped))
 
 
-def tar_from_files(files: Mapping[str, bytes], out: BinaryIO, *, uid: int, gid: int, mode: int = 0o644) -> TarSummary:
+def tar_from_files(files: Mapping[str, bytes], out: BinaryIO, *, uid: int, gid: int, mode: int = 0o644) -> CopyInReport:
     """Write a tar of `{relative path: content}` (parent directories included) to `out`."""
     dirs: set[str] = set()
     total = 0
@@ -429,4 +439,4 @@ def tar_from_files(files: Mapping[str, bytes], out: BinaryIO, *, uid: int, gid: 
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
             total += len(content)
-    return TarSummary(len(files), total)
+    return CopyInReport(len(files), total)

@@ -18,7 +18,7 @@ from typing import BinaryIO, ClassVar, Literal
 
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.sandbox import defaults
-from agent_eval_sandbox.sandbox.archive import CopyReport, SkippedEntry
+from agent_eval_sandbox.sandbox.archive import CopyInReport, CopyOutReport
 from agent_eval_sandbox.sandbox.defaults import parse_size
 
 MiB = 1024 * 1024
@@ -129,13 +129,6 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
-class CopyInReport:
-    files: int
-    bytes: int
-    skipped: tuple[SkippedEntry, ...] = ()
-
-
-@dataclass(frozen=True)
 class RemovedObject:
     """A backend object removed by teardown, the reaper or gc (for the CLI to print)."""
 
@@ -203,7 +196,7 @@ class Sandbox(ABC):
         """Write `{relative path: content}` under `dest`, owned by the sandbox user."""
 
     @abstractmethod
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         """Extract `src` (a directory's contents, or a file) into `dest_dir`, safely.
 
         Works while running or frozen, never after `destroy`. A missing `src` is

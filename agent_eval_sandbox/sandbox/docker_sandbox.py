@@ -28,14 +28,13 @@ from docker.utils.socket import frames_iter
 
 from agent_eval_sandbox.sandbox.archive import (
     ChunkStream,
-    CopyReport,
-    TarSummary,
+    CopyInReport,
+    CopyOutReport,
     extract_tar,
     tar_from_dir,
     tar_from_files,
 )
 from agent_eval_sandbox.sandbox.base import (
-    CopyInReport,
     ExecResult,
     MiB,
     OnTimeout,
@@ -397,10 +396,10 @@ class DockerSandbox(Sandbox):
     def _gid(self) -> int:
         return self._spec.hardening.gid
 
-    def _put(self, dest: str, write_tar: Callable[[BinaryIO], TarSummary]) -> CopyInReport:
+    def _put(self, dest: str, write_tar: Callable[[BinaryIO], CopyInReport]) -> CopyInReport:
         self._require_running("copy files in")
         with tempfile.SpooledTemporaryFile(max_size=32 * MiB) as buf:
-            summary = write_tar(buf)  # type: ignore[arg-type]
+            report = write_tar(buf)  # type: ignore[arg-type]
             with docker_errors(f"copying files into {dest} of sandbox {self._name}"):
                 buf.seek(0)
                 try:
@@ -414,9 +413,9 @@ class DockerSandbox(Sandbox):
                         ) from None
                     buf.seek(0)
                     self._api.put_archive(self._id, dest, buf)
-        return CopyInReport(files=summary.files, bytes=summary.bytes, skipped=summary.skipped)
+        return report
 
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         if self._destroyed:
             raise SandboxError(f"cannot copy {src} out: sandbox {self._name} was destroyed")
         with docker_errors(f"copying {src} out of sandbox {self._name}"):
@@ -425,7 +424,7 @@ class DockerSandbox(Sandbox):
             except docker.errors.NotFound as exc:
                 if "No such container" in str(exc.explanation):
                     raise
-                return CopyReport(found=False)
+                return CopyOutReport(found=False)
             strip = st["name"] if st["mode"] & _GO_MODE_DIR else None
             try:
                 return extract_tar(

@@ -43,10 +43,9 @@ from typing import Any, BinaryIO, NamedTuple
 
 from agent_eval_sandbox.errors import RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
-from agent_eval_sandbox.sandbox.archive import CopyReport, TarSummary, extract_tar, tar_from_dir, tar_from_files
+from agent_eval_sandbox.sandbox.archive import CopyInReport, CopyOutReport, extract_tar, tar_from_dir, tar_from_files
 from agent_eval_sandbox.sandbox.base import (
     BindMount,
-    CopyInReport,
     ExecResult,
     MiB,
     OnTimeout,
@@ -328,7 +327,7 @@ class FakeSandbox(Sandbox):
         uid, gid = self._spec.hardening.uid, self._spec.hardening.gid
         return self._put(dest, lambda out: tar_from_files(files, out, uid=uid, gid=gid, mode=mode))
 
-    def _put(self, dest: str, write_tar: Callable[[BinaryIO], TarSummary]) -> CopyInReport:
+    def _put(self, dest: str, write_tar: Callable[[BinaryIO], CopyInReport]) -> CopyInReport:
         self._require_usable("copy files in", running=True)
         if not self._writable(dest):
             raise SandboxError(f"cannot copy files into {dest} of sandbox {self._name}: a read-only mount")
@@ -343,14 +342,14 @@ class FakeSandbox(Sandbox):
             # As the daemon unpacks the host's archive: links are made, nothing lands outside `dest`.
             with tarfile.open(fileobj=buf, mode="r|") as tar:
                 tar.extractall(target, filter="data")
-        return CopyInReport(files=summary.files, bytes=summary.bytes, skipped=summary.skipped)
+        return summary
 
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         self._require_usable(f"copy {src} out", running=False)
         self._record("copy_out", src)
         source = self.host_path(src)
         if not source.exists() and not source.is_symlink():
-            return CopyReport(found=False)
+            return CopyOutReport(found=False)
         uid, gid = self._spec.hardening.uid, self._spec.hardening.gid
         with tempfile.TemporaryFile() as buf:
             if source.is_dir() and not source.is_symlink():
@@ -364,7 +363,7 @@ class FakeSandbox(Sandbox):
         # Links the archive writer already left out are skipped entries too (Docker's
         # archive would carry them, and the extraction skip them).
         left_out = tuple(entry for entry in summary.skipped if entry.kind != "excluded")
-        return CopyReport(found=True, files=report.files, dirs=report.dirs, bytes=report.bytes,
+        return CopyOutReport(found=True, files=report.files, dirs=report.dirs, bytes=report.bytes,
                           skipped=left_out + report.skipped)
 
     # ---- lifecycle ----------------------------------------------------------------

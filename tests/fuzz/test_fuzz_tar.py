@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
-from agent_eval_sandbox.sandbox.archive import CopyReport, extract_tar
+from agent_eval_sandbox.sandbox.archive import CopyOutReport, extract_tar
 
 from .checks import outcome, snapshot
 
@@ -100,7 +100,7 @@ def test_extraction_stays_in_its_destination(members: list[dict[str, Any]], fmt:
                     continue
                 assert stat.S_ISDIR(st_mode) or stat.S_ISREG(st_mode), f"not a file or directory: {path}"
                 assert not st_mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX), f"special bits on {path}"
-        if isinstance(result, CopyReport):
+        if isinstance(result, CopyOutReport):
             assert result.bytes <= max_bytes and result.files + result.dirs <= max_files
 
 

@@ -72,7 +72,6 @@ def test_decisions_reach_the_client_and_the_host_logs_each_one(start_broker):
     assert question["answers"] == {QUESTION["question"]: "Normal"}
     assert question["answer_details"][0]["tier"] == "override"
     assert question["case_id"] == "case-1" and question["time"].endswith("+00:00")
-    assert harness.broker.decisions == 3
     # The log lives on the host, beside the case's other records.
     assert harness.broker.log_path.parts[-3:] == ("cases", "case-1", "tool_decisions.jsonl")
 
@@ -468,7 +467,7 @@ def test_hook_model_calls_are_paid_from_the_cases_budget(start_broker, write_scr
             assert result.output["hookSpecificOutput"]["updatedInput"]["answers"][QUESTION["question"]] == "Normal"
     channel.close()
     # haiku 4.5: 200 in (the ~700-byte prompt) at $1 + 5 out at $5 per MTok, three times.
-    assert channel.spent_usd == pytest.approx(3 * 0.000225) and channel.reserved_usd == 0
+    assert channel.spent_usd == pytest.approx(3 * 0.000225) and channel.ledger.reserved_usd == 0
     calls = [r for r in _gateway_log(tmp_path) if r["outcome"] == "hook_model"]
     assert [r["cost_usd"] for r in calls] == [pytest.approx(0.000225)] * 3
     assert all(0 < r["cost_usd"] <= r["reserved_usd"] for r in calls)
@@ -512,7 +511,7 @@ def test_forged_questions_are_capped_and_the_hook_model_asked_at_most_twenty_tim
     assert not_sent.permission == "allow"
     records = harness.records()
     assert "not asked: the question has 5000 characters" in records[2]["answer_details"][0]["error"]
-    assert served_count == 20 and harness.broker.llm_calls == 20
+    assert served_count == 20
     tiers = [r["answer_details"][0]["tier"] for r in records[3:]]
     assert tiers.count("llm") == 20 and tiers.count("fallback") == 5
     assert len([r for r in _gateway_log(tmp_path) if r["outcome"] == "hook_model"]) == 20

@@ -8,6 +8,7 @@ from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.yaml_reader import YamlReadError
 from agent_eval_sandbox.errors import ConfigError
+from agent_eval_sandbox.sandbox.policy import limits_of
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "fixtures" / "harness_examples").glob("*.yaml"))
 
@@ -293,7 +294,7 @@ def test_sandbox_block_defaults_are_hardened(write_eval):
     assert sandbox.user == "1000:1000"
     assert sandbox.read_only_root and sandbox.no_new_privileges and sandbox.init
     assert sandbox.cap_drop == ["ALL"] and sandbox.cap_add == []
-    assert sandbox.memory_bytes == 2 * 1024**3
+    assert limits_of(sandbox).memory_bytes == 2 * 1024**3
 
 
 def test_sandbox_block_overrides(write_eval):
@@ -306,8 +307,8 @@ def test_sandbox_block_overrides(write_eval):
           runtime: runsc-nonet
           filesystem: {denyRead: [secrets/]}
     """)).config.sandbox
-    assert sandbox.memory_bytes == 512 * 1024**2
-    assert sandbox.disk_bytes == 2 * 1024**3
+    limits = limits_of(sandbox)  # the sizes as the sandbox gets them
+    assert limits.memory_bytes == 512 * 1024**2 and limits.workspace_bytes == 2 * 1024**3
     assert sandbox.pids == 64 and sandbox.cpus == 0.5 and sandbox.runtime == "runsc-nonet"
     assert sandbox.filesystem.deny_read == ["secrets/"]
 

@@ -7,11 +7,9 @@ import json
 import pytest
 
 from agent_eval_sandbox.inside import hook_client
+from agent_eval_sandbox.inside.paths import BROKER_SOCKET
 from agent_eval_sandbox.interception import broker
-from agent_eval_sandbox.interception.settings import (
-    BROKER_SOCKET_IN_SANDBOX,
-    HOOK_TIMEOUT_S,
-)
+from agent_eval_sandbox.interception.settings import HOOK_TIMEOUT_S
 
 DENY = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no"}}
 ALLOW = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {}}}
@@ -23,13 +21,13 @@ def reply(**data) -> bytes:
 
 def test_client_and_broker_speak_the_same_protocol():
     assert hook_client.PROTOCOL_LINE == broker.PROTOCOL_LINE
-    assert hook_client.DEFAULT_SOCKET == BROKER_SOCKET_IN_SANDBOX
+    assert hook_client.DEFAULT_SOCKET == BROKER_SOCKET
     assert hook_client.DEFAULT_TIMEOUT_S < HOOK_TIMEOUT_S
     assert broker.BrokerLimits().answer_budget_s < hook_client.DEFAULT_TIMEOUT_S
 
 
 def test_arguments():
-    assert hook_client.parse_args([]) == (BROKER_SOCKET_IN_SANDBOX, hook_client.DEFAULT_TIMEOUT_S)
+    assert hook_client.parse_args([]) == (BROKER_SOCKET, hook_client.DEFAULT_TIMEOUT_S)
     assert hook_client.parse_args(["--socket", "/x.sock", "--timeout", "2.5"]) == ("/x.sock", 2.5)
 
 

@@ -35,7 +35,7 @@ class Meter:
     def charge_call(self, reservation: Reservation, *, model: str, usage: Usage | None, at_least_usd: float = 0.0,
                     error: str | None = None) -> float:
         cost = max(at_least_usd, (usage.input_tokens * 1 + usage.output_tokens * 5) / 1e6 if usage else 0.0)
-        self.ledger.settle(reservation, cost, usage)
+        self.ledger.settle(reservation, cost)
         self.charged.append({"model": model, "usage": usage, "cost": cost, "reserved": reservation.amount_usd,
                              "error": error})
         return cost

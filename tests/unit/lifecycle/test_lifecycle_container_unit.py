@@ -12,7 +12,7 @@ import pytest
 from agent_eval_sandbox.errors import UnsafeArchiveError
 from agent_eval_sandbox.lifecycle.container import SandboxExecutor
 from agent_eval_sandbox.lifecycle.outputs import HookOutputsError
-from agent_eval_sandbox.sandbox.archive import CopyReport, SkippedEntry
+from agent_eval_sandbox.sandbox.archive import CopyOutReport, SkippedEntry
 from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Sandbox, SandboxSpec
 
 
@@ -26,7 +26,7 @@ def done(exit_code: int = 0, stdout: bytes = b"", stderr: bytes = b"", reason=En
 class ScriptedSandbox(Sandbox):
     """Answers exec by the command's first word; copy_out by a function."""
 
-    def __init__(self, answers: dict[str, ExecResult], copy_out: Callable[[str, Path], CopyReport]) -> None:
+    def __init__(self, answers: dict[str, ExecResult], copy_out: Callable[[str, Path], CopyOutReport]) -> None:
         self._spec = SandboxSpec(image="img", run_id="run", case_id="case", deadline_epoch=0.0)
         self.answers = answers
         self._copy_out = copy_out
@@ -45,7 +45,7 @@ class ScriptedSandbox(Sandbox):
         key = "look" if cmd[0] == "sh" else cmd[0]
         return self.answers[key]
 
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         return self._copy_out(src, dest_dir)
 
     def copy_in(self, src_dir, dest):
@@ -71,7 +71,7 @@ class ScriptedSandbox(Sandbox):
 LOOK_REGULAR = done(stdout=b"regular file|20|/workspace/.hook-outputs.yaml\n")
 
 
-def never_copied(src: str, dest: Path) -> CopyReport:
+def never_copied(src: str, dest: Path) -> CopyOutReport:
     raise AssertionError("nothing should be copied out")
 
 
@@ -82,8 +82,8 @@ def test_nothing_there_means_one_look_and_nothing_else():
 
 
 def test_file_turned_into_a_link_between_look_and_copy_is_refused_and_deleted():
-    def copy(src: str, dest: Path) -> CopyReport:
-        return CopyReport(found=True, skipped=(SkippedEntry(".hook-outputs.yaml", "symlink"),))
+    def copy(src: str, dest: Path) -> CopyOutReport:
+        return CopyOutReport(found=True, skipped=(SkippedEntry(".hook-outputs.yaml", "symlink"),))
 
     box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done()}, copy)
     with pytest.raises(HookOutputsError, match=r"\(in the sandbox\): changed while being read; refused"):
@@ -92,7 +92,7 @@ def test_file_turned_into_a_link_between_look_and_copy_is_refused_and_deleted():
 
 
 def test_file_grown_past_the_cap_between_look_and_copy_is_refused():
-    def copy(src: str, dest: Path) -> CopyReport:
+    def copy(src: str, dest: Path) -> CopyOutReport:
         raise UnsafeArchiveError("archive exceeds the cap")
 
     box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done()}, copy)
@@ -101,15 +101,15 @@ def test_file_grown_past_the_cap_between_look_and_copy_is_refused():
 
 
 def test_file_gone_between_look_and_copy_is_refused():
-    box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done()}, lambda src, dest: CopyReport(found=False))
+    box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done()}, lambda src, dest: CopyOutReport(found=False))
     with pytest.raises(HookOutputsError, match="changed while being read"):
         SandboxExecutor(box, {}).take_outputs()
 
 
 def test_good_file_is_parsed_and_deleted():
-    def copy(src: str, dest: Path) -> CopyReport:
+    def copy(src: str, dest: Path) -> CopyOutReport:
         (dest / ".hook-outputs.yaml").write_text("env: {A: b}\n")
-        return CopyReport(found=True, files=1)
+        return CopyOutReport(found=True, files=1)
 
     box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done()}, copy)
     found = SandboxExecutor(box, {}).take_outputs()
@@ -119,9 +119,9 @@ def test_good_file_is_parsed_and_deleted():
 
 
 def test_undeletable_file_is_refused():
-    def copy(src: str, dest: Path) -> CopyReport:
+    def copy(src: str, dest: Path) -> CopyOutReport:
         (dest / ".hook-outputs.yaml").write_text("env: {A: b}\n")
-        return CopyReport(found=True, files=1)
+        return CopyOutReport(found=True, files=1)
 
     box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done(1, stderr=b"rm: Permission denied")}, copy)
     with pytest.raises(HookOutputsError, match=r"could not be deleted \(rm: Permission denied\)"):

@@ -1,0 +1,150 @@
+"""A server the host runs on a thread of its own, with one lifecycle.
+
+    with SomeService(...) as service:   # start(): bind, then serve on a thread
+        ...
+    # close(): stop accepting, wait (up to a grace) for the requests in flight, release the rest
+
+The model gateway's channels and the hook broker (unix sockets, `unix_socket.py`)
+and the scripted model server (TCP) are such services. A failed bind is a
+`UserError` naming the address and a fix, the same for all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socketserver
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Self
+
+from agent_eval_sandbox.errors import UserError
+
+# The serving loop checks for shutdown this often: close() takes about as long.
+POLL_INTERVAL_S = 0.1
+JOIN_TIMEOUT_S = 5.0
+
+
+class SocketService(ABC):
+    """A `socketserver` server served on a daemon thread.
+
+    `start()` binds and starts serving and returns the service; on a started
+    service it does nothing, on a closed one it raises (a service is not
+    reused). `close()` is idempotent: it stops accepting, waits up to
+    `grace_s` for the requests in flight (the handlers' `request_in_flight()`
+    blocks) and then releases what the service holds (`_stopped`).
+    """
+
+    # What the service is, for messages ("the gateway socket of case c1").
+    what: str = "the server"
+    # How to fix a bind that failed.
+    bind_fix: str = "check the address"
+    # close()'s default wait for requests in flight.
+    close_grace_s: float = 5.0
+
+    def __init__(self) -> None:
+        self._activity = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
+        self._server: socketserver.BaseServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- what a kind of service provides
+
+    @property
+    @abstractmethod
+    def address(self) -> str:
+        """Where the service listens (or will), for messages."""
+
+    @property
+    @abstractmethod
+    def thread_name(self) -> str: ...
+
+    @abstractmethod
+    def _bind(self) -> socketserver.BaseServer:
+        """A bound, listening server; OSError when the address cannot be had."""
+
+    def _started(self, server: socketserver.BaseServer) -> None:
+        """After the bind, before serving: open what the handlers write to."""
+
+    def _stopped(self, server: socketserver.BaseServer) -> None:
+        """After the requests in flight ended (or the grace did): release the rest."""
+
+    # ---- the lifecycle
+
+    def start(self) -> Self:
+        with self._activity:
+            if self._closed:
+                raise RuntimeError(f"{self.what} is closed; a closed service is not started again")
+            if self._server is not None:
+                return self
+        try:
+            server = self._bind()
+        except OSError as exc:
+            raise UserError(f"{self.what} cannot listen on {self.address}: {exc.strerror or exc}",
+                            fix=self.bind_fix) from exc
+        try:
+            self._started(server)
+        except BaseException:
+            server.server_close()
+            self._stopped(server)
+            raise
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL_S,),
+                                        name=self.thread_name, daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def started(self) -> bool:
+        with self._activity:
+            return self._server is not None
+
+    @property
+    def closed(self) -> bool:
+        """True from the moment close() begins."""
+        with self._activity:
+            return self._closed
+
+    def close(self, grace_s: float | None = None) -> None:
+        """Stop accepting, let requests in flight finish (up to `grace_s`), release the rest."""
+        with self._activity:
+            server, self._server = self._server, None
+            self._closed = True
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=JOIN_TIMEOUT_S)
+            self._thread = None
+        with self._activity:
+            self._activity.wait_for(lambda: self._in_flight == 0,
+                                    timeout=self.close_grace_s if grace_s is None else grace_s)
+        self._stopped(server)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- requests in flight
+
+    @contextlib.contextmanager
+    def request_in_flight(self) -> Iterator[None]:
+        """Count a request as in flight while the block runs: close() waits for it."""
+        with self._activity:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._activity:
+                self._in_flight -= 1
+                self._activity.notify_all()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being handled right now (including the caller's)."""
+        with self._activity:
+            return self._in_flight
