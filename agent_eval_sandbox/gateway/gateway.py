@@ -164,6 +164,26 @@ class _Exchange:
     error: str | None = None
 
 
+class DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKeyError(key)
+        found[key] = value
+    return found
+
+
+def strict_json(raw: bytes) -> Any:
+    """A request body as the gateway reads it: UTF-8 JSON in which no object names a key twice."""
+    return json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+
+
 class _GatewayHandler(MessagesApiHandler):
     server: CappedUnixServer[Channel]
 
@@ -249,9 +269,12 @@ class _GatewayHandler(MessagesApiHandler):
     def _model_request(self, channel: Channel, route: Route, raw: bytes, exchange: _Exchange) -> None:
         refusal: Refusal | None
         try:
-            body: Any = json.loads(raw)
+            body: Any = strict_json(raw)
+        except DuplicateKeyError as exc:
+            body, refusal = None, Refusal(f"the request body names {exc.key!r} twice")
+            exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
         except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser
-            body, refusal = None, Refusal("the request body is not JSON")
+            body, refusal = None, Refusal("the request body is not JSON in UTF-8")
             exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
         else:
             exchange.request = body
@@ -263,19 +286,22 @@ class _GatewayHandler(MessagesApiHandler):
             exchange.request = _as_refused(raw, exchange.request)
             self.send_api_error(POLICY_REFUSAL_STATUS, "invalid_request_error", f"model gateway: {refusal.message}")
             return
+        # What goes upstream is the object that was checked, written anew: never bytes that
+        # another parser might read differently (a key given twice, another encoding).
+        checked = json.dumps(body, separators=(",", ":")).encode()
         if route is Route.COUNT_TOKENS:
-            self._forward(channel, raw, exchange)  # not billed: nothing to reserve
+            self._forward(channel, checked, exchange)  # not billed: nothing to reserve
             return
-        admission, exchange.reservation = channel.admit(body, len(raw))
+        admission, exchange.reservation = channel.admit(body, max(len(raw), len(checked)))
         if exchange.reservation is None:
             exchange.request = _as_refused(raw, exchange.request)
             self._refuse(admission, exchange)
             return
         if admission.lowered_from is not None:
             body = limited_body(body, admission)
-            raw = json.dumps(body).encode()
+            checked = json.dumps(body, separators=(",", ":")).encode()
             exchange.request, exchange.max_tokens_lowered_from = body, admission.lowered_from
-        self._forward(channel, raw, exchange)
+        self._forward(channel, checked, exchange)
 
     def _refuse(self, admission: Admission, exchange: _Exchange) -> None:
         exchange.status, exchange.outcome, exchange.refused = BUDGET_REFUSAL_STATUS, "over_budget", True

@@ -162,3 +162,18 @@ def test_billing_modes_the_budget_cannot_price_are_refused_and_their_betas_dropp
     assert check_request({**base, "speed": "standard", "inference_geo": "global"}, policy) is None
     header, dropped = filter_betas(["fast-mode-2026-02-01,context-1m-2025-08-07"], policy)
     assert header == "context-1m-2025-08-07" and dropped == ["fast-mode-2026-02-01"]
+
+
+def test_the_gateway_reads_bodies_strictly():
+    """Found by the red team: the policy checked a parsed copy while the raw bytes went upstream,
+    so a key given twice (`tools`, `model`) could mean one thing here and another there."""
+    import pytest
+
+    from agent_eval_sandbox.gateway.gateway import DuplicateKeyError, strict_json
+
+    assert strict_json(b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}')["model"] == "m"
+    with pytest.raises(DuplicateKeyError) as found:
+        strict_json(b'{"tools": [{"type": "web_search_20250305"}], "model": "m", "tools": []}')
+    assert found.value.key == "tools"
+    with pytest.raises(ValueError):
+        strict_json('{"model": "m"}'.encode("utf-16"))
