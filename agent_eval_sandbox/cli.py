@@ -21,8 +21,8 @@ from typing import Any
 import click
 
 from agent_eval_sandbox import __version__
-from agent_eval_sandbox.config.dataset import Dataset, load_dataset
 from agent_eval_sandbox.app.validate import load_checked
+from agent_eval_sandbox.config.dataset import Dataset, load_dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import (
     CliOverrides,
@@ -164,8 +164,10 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--dry-run", is_flag=True, help="Print what each case would run, then stop.")
 @click.option("--model", help="Model for the skill under test (overrides models.skill).")
 @click.option("--subagent-model", help="Model for subagents (overrides models.subagent).")
-@click.option("--timeout", type=click.IntRange(min=0), help="Per-invocation timeout in seconds (overrides execution.timeout).")
-@click.option("--max-budget", type=click.FloatRange(min=0), help="Per-invocation budget in USD (overrides execution.max_budget_usd).")
+@click.option("--timeout", type=click.IntRange(min=0),
+              help="Per-invocation timeout in seconds (overrides execution.timeout).")
+@click.option("--max-budget", type=click.FloatRange(min=0),
+              help="Per-invocation budget in USD (overrides execution.max_budget_usd).")
 @click.option("--parallelism", type=click.IntRange(min=0), help="Cases at once (overrides execution.parallelism).")
 @click.option("--skill-args", help="Template replacing execution.arguments (skill mode) or execution.prompt.")
 @click.option("--offline", is_flag=True,
@@ -357,7 +359,8 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 
 
 @image.command("build")
-@click.option("--base-image", help="BASE_IMAGE of the build (default: the bootstrapped base, else debian:bookworm-slim).")
+@click.option("--base-image",
+              help="BASE_IMAGE of the build (default: the bootstrapped base, else debian:bookworm-slim).")
 @click.option("--claude-version", help="Claude Code version to bake in.")
 @click.option("--image", "prebuilt", help="Use this prebuilt image as is (only checks it is present).")
 @click.option("--rebuild", is_flag=True, help="Build even if an image of the same inputs exists.")

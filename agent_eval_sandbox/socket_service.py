@@ -65,10 +65,12 @@ class SocketService(ABC):
         """A bound, listening server; OSError when the address cannot be had."""
 
     def _started(self, server: socketserver.BaseServer) -> None:
-        """After the bind, before serving: open what the handlers write to."""
+        """After the bind, before serving: open what the handlers write to (by default nothing)."""
+        return None
 
     def _stopped(self, server: socketserver.BaseServer) -> None:
-        """After the requests in flight ended (or the grace did): release the rest."""
+        """After the requests in flight ended (or the grace did): release the rest (by default nothing)."""
+        return None
 
     # ---- the lifecycle
 

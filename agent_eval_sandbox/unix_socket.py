@@ -33,7 +33,8 @@ def prepare_socket_path(path: Path, what: str) -> None:
     size = len(os.fsencode(path))
     if size > MAX_SOCKET_PATH_BYTES:
         raise UserError(
-            f"{what}: the socket path is {size} bytes, over the {MAX_SOCKET_PATH_BYTES}-byte limit of unix sockets: {path}",
+            f"{what}: the socket path is {size} bytes, over the {MAX_SOCKET_PATH_BYTES}-byte limit of unix sockets:"
+            f" {path}",
             fix="use a shorter directory for the per-case sockets",
         )
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -47,9 +47,9 @@ ensure_venv() {
     log "creating .venv"
     python3 -m venv .venv
   fi
-  if ! .venv/bin/python -c 'import agent_eval_sandbox, pytest' >/dev/null 2>&1 \
-     || [ pyproject.toml -nt .venv/.installed ]; then
-    log "installing agent-eval-sandbox with test extras into .venv"
+  if ! .venv/bin/python -c 'import agent_eval_sandbox, pytest, mypy' >/dev/null 2>&1 \
+     || [ ! -x .venv/bin/ruff ] || [ pyproject.toml -nt .venv/.installed ]; then
+    log "installing agent-eval-sandbox with test extras (pytest, ruff, mypy) into .venv"
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
     touch .venv/.installed
   fi

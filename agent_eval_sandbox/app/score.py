@@ -23,11 +23,11 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.host_env import untrusted_free_env
 from agent_eval_sandbox.judges.kinds import Judge, JudgeServices, JudgeSetup, make_judge
-from agent_eval_sandbox.judges.llm import ModelJudge, RetryPolicy
+from agent_eval_sandbox.judges.llm import ModelJudge
 from agent_eval_sandbox.judges.record import build_record, read_case_files
 from agent_eval_sandbox.judges.results import CaseResult, Sample
 from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
-from agent_eval_sandbox.model_api import ModelEndpoint
+from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy
 from agent_eval_sandbox.report.build import ScoreResult, write_reports
 from agent_eval_sandbox.report.summary import compute_run_metrics, summarize
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run

@@ -13,13 +13,15 @@ from agent_eval_sandbox.config.models import (
     IMPLEMENTED_RUNNER_TYPES,
     THRESHOLD_KEYS,
     EvalConfig,
+    JudgeConfig,
 )
 from agent_eval_sandbox.config.templating import check_syntax
 from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 from agent_eval_sandbox.errors import ConfigError
 
-# Keys of the agent-eval-harness format that this project accepts but does not act on.
-NOT_IMPLEMENTED = {
+# Keys of the agent-eval-harness format that this project accepts but does not act on,
+# by the path of their parent: key -> what the reference uses it for.
+NOT_IMPLEMENTED: dict[tuple[str, ...], dict[str, str]] = {
     (): {
         "mlflow": "experiment tracking",
         "generation": "dataset generation (/eval-dataset)",
@@ -124,6 +126,15 @@ def _unknown_key_warnings(raw: Any, model: Any, where: tuple[str, ...] = ()) -> 
 
 def _semantic_warnings(config: EvalConfig) -> list[str]:
     """The reference's load-time warnings about valid but surprising configs."""
+    warnings = _mode_warnings(config)
+    for judge in config.judges:
+        warnings += _judge_warnings(judge)
+    warnings += _threshold_name_warnings(config)
+    return warnings
+
+
+def _mode_warnings(config: EvalConfig) -> list[str]:
+    """Settings that the batch or repo workspace mode, or the runner type, makes inert."""
     warnings: list[str] = []
     hooks = config.hooks
     if config.is_batch and (hooks.before_each or hooks.after_each):
@@ -143,31 +154,41 @@ def _semantic_warnings(config: EvalConfig) -> list[str]:
             f"runner.type '{config.runner.type}' is not implemented by agent-eval-sandbox "
             "(only claude-code runs in the sandbox); `run` will refuse this config"
         )
-    for judge in config.judges:
-        kind = judge.kind
-        if judge.name == "pairwise":
-            warnings.append("judge 'pairwise' (A/B comparison) is not implemented; ignored")
-            continue
-        if kind == "agent":
-            warnings.append(
-                f"judge '{judge.name}' uses 'agent' (tool-using agent judges), which is not "
-                "implemented; it will be skipped"
-            )
-        elif kind == "skip":
-            warnings.append(f"judge '{judge.name}' sets none of builtin/check/prompt/"
-                            "prompt_file/llm_rubric/module+function; it will be skipped")
-        elif kind == "llm" and not judge.is_bool and judge.score_range is None:
-            warnings.append(
-                f"Judge '{judge.name}': numeric judge has no 'score_range', so it is scored on the "
-                "unenforced [1, 5] default — declare one to have the returned value checked"
-            )
-        if judge.samples > 1 and kind in ("check", "code"):
-            warnings.append(f"Judge '{judge.name}': samples is ignored for deterministic judges")
-        if judge.feedback_type is not None and judge.feedback_type not in ("bool", "int", "float"):
-            warnings.append(
-                f"Judge '{judge.name}': feedback_type '{judge.feedback_type}' is not bool/int/float; "
-                "it is scored as a number"
-            )
+    return warnings
+
+
+def _judge_warnings(judge: JudgeConfig) -> list[str]:
+    """What one judge declares that will be skipped, ignored or scored differently than it may seem."""
+    kind = judge.kind
+    if judge.name == "pairwise":
+        return ["judge 'pairwise' (A/B comparison) is not implemented; ignored"]
+    warnings: list[str] = []
+    if kind == "agent":
+        warnings.append(
+            f"judge '{judge.name}' uses 'agent' (tool-using agent judges), which is not "
+            "implemented; it will be skipped"
+        )
+    elif kind == "skip":
+        warnings.append(f"judge '{judge.name}' sets none of builtin/check/prompt/"
+                        "prompt_file/llm_rubric/module+function; it will be skipped")
+    elif kind == "llm" and not judge.is_bool and judge.score_range is None:
+        warnings.append(
+            f"Judge '{judge.name}': numeric judge has no 'score_range', so it is scored on the "
+            "unenforced [1, 5] default — declare one to have the returned value checked"
+        )
+    if judge.samples > 1 and kind in ("check", "code"):
+        warnings.append(f"Judge '{judge.name}': samples is ignored for deterministic judges")
+    if judge.feedback_type is not None and judge.feedback_type not in ("bool", "int", "float"):
+        warnings.append(
+            f"Judge '{judge.name}': feedback_type '{judge.feedback_type}' is not bool/int/float; "
+            "it is scored as a number"
+        )
+    return warnings
+
+
+def _threshold_name_warnings(config: EvalConfig) -> list[str]:
+    """Thresholds whose judge name matches no judge: their gate would never run."""
+    warnings: list[str] = []
     judge_names = {j.name for j in config.judges}
     for name in config.thresholds:
         if name not in judge_names:

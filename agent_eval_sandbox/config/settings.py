@@ -8,6 +8,7 @@ explicit `is None` tests so a deliberate 0 is honoured.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agent_eval_sandbox.config.models import (
     DEFAULT_MAX_BUDGET_USD,
@@ -16,6 +17,8 @@ from agent_eval_sandbox.config.models import (
     EvalConfig,
 )
 from agent_eval_sandbox.errors import ConfigError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -38,27 +41,28 @@ class RunSettings:
     template: str  # execution.arguments (skill mode) or execution.prompt (prompt mode)
 
 
-def _first_set(*values):
+def _first_set(*values: T | None, default: T) -> T:
+    """The first value that is not None, else `default`."""
     for value in values:
         if value is not None:
             return value
-    return None
+    return default
 
 
 def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: int | None = None) -> RunSettings:
     execution = config.execution
-    timeout = _first_set(cli.timeout, execution.timeout, DEFAULT_TIMEOUT_S)
-    budget = _first_set(cli.max_budget, execution.max_budget_usd, DEFAULT_MAX_BUDGET_USD)
-    parallelism = _first_set(cli.parallelism, execution.parallelism, DEFAULT_PARALLELISM)
+    timeout = _first_set(cli.timeout, execution.timeout, default=DEFAULT_TIMEOUT_S)
+    budget = _first_set(cli.max_budget, execution.max_budget_usd, default=DEFAULT_MAX_BUDGET_USD)
+    parallelism = _first_set(cli.parallelism, execution.parallelism, default=DEFAULT_PARALLELISM)
     if config.is_batch or config.is_repo_mode:
         # One invocation (batch) or one shared checkout (repo): nothing may run side by side.
         parallelism = min(parallelism, 1)
     elif num_cases is not None and parallelism > num_cases:
         parallelism = max(num_cases, 1)
-    model = _first_set(cli.model, config.models.skill)
-    subagent = _first_set(cli.subagent_model, config.models.subagent, model)
+    model = _first_set(cli.model, default=config.models.skill)
+    subagent = _first_set(cli.subagent_model, config.models.subagent, default=model)
     default_template = execution.arguments if execution.skill else execution.prompt
-    template = _first_set(cli.skill_args, default_template) or ""
+    template = _first_set(cli.skill_args, default=default_template) or ""
     return RunSettings(
         timeout_s=int(timeout),
         max_budget_usd=float(budget),

@@ -118,7 +118,10 @@ def read_yaml_file(
         try:
             data = json.loads(text) if text.strip() else None
         except (json.JSONDecodeError, RecursionError) as exc:
-            detail = f"invalid JSON at line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "JSON nested too deeply"
+            if isinstance(exc, json.JSONDecodeError):
+                detail = f"invalid JSON at line {exc.lineno}: {exc.msg}"
+            else:
+                detail = "JSON nested too deeply"
             raise YamlReadError(path, detail, fix="fix the syntax there") from exc
         if _expanded_size(data, max_nodes) > max_nodes:
             raise YamlReadError(path, f"the document has more than {max_nodes} nodes")

@@ -166,6 +166,16 @@ def check_request(body: Any, policy: GatewayPolicy, *, generates: bool = True) -
     """Why a Messages body (`generates=False`: a count_tokens body) must not be forwarded, or None."""
     if not isinstance(body, Mapping):
         return Refusal("the request body must be a JSON object")
+    # In this order: the first refusal is the one reported (a Refusal is always truthy).
+    return (
+        _model_refusal(body, policy, generates=generates)
+        or _tools_refusal(body.get("tools"), policy.server_tools)
+        or _reach_refusal(body, policy.server_tools)
+    )
+
+
+def _model_refusal(body: Mapping[str, Any], policy: GatewayPolicy, *, generates: bool) -> Refusal | None:
+    """The model must be named and allowed; a generating request must bound its output."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return Refusal("the request names no model")
@@ -176,8 +186,11 @@ def check_request(body: Any, policy: GatewayPolicy, *, generates: bool = True) -
     if policy.models is not None and not policy.models.allows(model):
         return Refusal(f"model {model!r} is not allowed for this eval (allowed: {policy.models.describe()}); "
                        "add it to sandbox.gateway.models in eval.yaml to allow it")
-    allowed = policy.server_tools
-    tools = body.get("tools")
+    return None
+
+
+def _tools_refusal(tools: Any, allowed: frozenset[str]) -> Refusal | None:
+    """Only client tools, and the server tools the eval allows."""
     if tools is not None and not isinstance(tools, list):
         return Refusal("`tools` must be a list")
     for tool in tools or []:
@@ -189,6 +202,11 @@ def check_request(body: Any, policy: GatewayPolicy, *, generates: bool = True) -
             return Refusal(f"tool {name!r} has type {kind.removeprefix('unknown:')!r}, which is not a client tool; "
                            "server-side tools are not allowed through this gateway")
         return Refusal(f"server tool {name!r} ({kind}) is not allowed: {_opt_in_hint(kind)}", kind)
+    return None
+
+
+def _reach_refusal(body: Mapping[str, Any], allowed: frozenset[str]) -> Refusal | None:
+    """No key or content source that makes the API reach out, and nothing billed above the standard price."""
     for key, kind in REACHING_KEYS:
         if body.get(key) not in (None, [], {}) and kind not in allowed:
             return Refusal(f"`{key}` is not allowed: {_opt_in_hint(kind)}", kind)
@@ -198,9 +216,9 @@ def check_request(body: Any, policy: GatewayPolicy, *, generates: bool = True) -
                            "cannot account for; it is not allowed through this gateway")
     reaching = dict(REACHING_SOURCES)
     for source in _sources([body.get("messages"), body.get("system")]):
-        kind = reaching.get(source)
-        if kind is not None and kind not in allowed:
-            return Refusal(f"content with a {source!r} source makes the API fetch it: {_opt_in_hint(kind)}", kind)
+        needed = reaching.get(source)
+        if needed is not None and needed not in allowed:
+            return Refusal(f"content with a {source!r} source makes the API fetch it: {_opt_in_hint(needed)}", needed)
     return None
 
 

@@ -41,7 +41,7 @@ class HookFailure(Exception):
     """Anything that keeps the client from relaying a valid broker decision."""
 
 
-def deny_output(reason: str) -> dict:
+def deny_output(reason: str) -> dict[str, object]:
     return {
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
@@ -107,8 +107,12 @@ def interpret(reply: bytes) -> tuple[str | None, int, str | None]:
             raise HookFailure("the broker denied without a hook output")
         return None, 0, None
     specific = output.get("hookSpecificOutput") if isinstance(output, dict) else None
-    permission = specific.get("permissionDecision") if isinstance(specific, dict) else None
-    if decision == "pass" or permission != decision or specific.get("hookEventName") != "PreToolUse":
+    if (
+        decision == "pass"
+        or not isinstance(specific, dict)
+        or specific.get("permissionDecision") != decision
+        or specific.get("hookEventName") != "PreToolUse"
+    ):
         raise HookFailure(f"the broker's hook output does not match its decision {decision!r}")
     if decision == "deny":
         reason = specific.get("permissionDecisionReason")

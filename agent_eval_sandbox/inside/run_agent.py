@@ -20,6 +20,7 @@ done, the agent does not start.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
@@ -94,18 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     if not _start_forwarder(args.port, args.gateway_socket):
         print("run_agent: the gateway forwarder did not start", file=sys.stderr, flush=True)
         return LAUNCH_FAILED
-    try:
-        prompt = open(args.prompt_file, "rb")
-    except OSError as exc:
-        print(f"run_agent: cannot read the prompt: {exc}", file=sys.stderr, flush=True)
-        return LAUNCH_FAILED
-    try:
-        child = subprocess.Popen(command, stdin=prompt)
-    except OSError as exc:
-        print(f"run_agent: cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
-        return LAUNCH_FAILED
-    finally:
-        prompt.close()
+    # The prompt is the child's stdin; the launcher's own copy is closed once the child has started (or failed to).
+    with contextlib.ExitStack() as stack:
+        try:
+            prompt = stack.enter_context(open(args.prompt_file, "rb"))
+        except OSError as exc:
+            print(f"run_agent: cannot read the prompt: {exc}", file=sys.stderr, flush=True)
+            return LAUNCH_FAILED
+        try:
+            child = subprocess.Popen(command, stdin=prompt)
+        except OSError as exc:
+            print(f"run_agent: cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
+            return LAUNCH_FAILED
 
     def relay(signum: int, _frame: object) -> None:
         child.send_signal(signum)

@@ -77,7 +77,9 @@ class ModelReply:
 
 def reply_of(message: Any, asked: str) -> ModelReply:
     raw_usage = getattr(message, "usage", None)
-    usage = usage_from_api(raw_usage.model_dump()) if hasattr(raw_usage, "model_dump") else None
+    usage: Usage | None = None
+    if raw_usage is not None and hasattr(raw_usage, "model_dump"):
+        usage = usage_from_api(raw_usage.model_dump())
     model = getattr(message, "model", None)
     return ModelReply(first_text(message), model if isinstance(model, str) and model else asked, usage)
 

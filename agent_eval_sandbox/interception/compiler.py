@@ -105,7 +105,8 @@ def write_handlers(
         # Imported here: only --llm needs the SDK client.
         from agent_eval_sandbox.interception.refine import refine_handlers
 
-        handlers = refine_handlers(handlers, environ=os.environ if environ is None else environ, source=str(loaded.path))
+        env = os.environ if environ is None else environ
+        handlers = refine_handlers(handlers, environ=env, source=str(loaded.path))
     target = output or resolved_handlers_path(loaded)
     _write_atomically(target, handlers.to_yaml())
     return target

@@ -173,8 +173,9 @@ class ToolHandlers(BaseModel):
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
+                reason = getattr(exc, "strerror", None) or exc
                 raise HandlersError(
-                    f"prompt_file {handler.prompt_file!r} cannot be read ({path}: {getattr(exc, 'strerror', None) or exc})",
+                    f"prompt_file {handler.prompt_file!r} cannot be read ({path}: {reason})",
                     file=source,
                     field=f"handlers[{index}]",
                     fix="create the file or correct the path (relative to the eval.yaml directory)",

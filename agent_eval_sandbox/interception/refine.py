@@ -68,10 +68,14 @@ def handler_request(handler: Handler) -> str:
     )
 
 
-def parse_refinement(reply: str, handler: Handler, index: int, source: str) -> Handler:
-    """The handler with the model's input_filters and env_checks; HandlersError if the reply is unusable."""
+def parse_refinement(reply: str | None, handler: Handler, index: int, source: str) -> Handler:
+    """The handler with the model's input_filters and env_checks; HandlersError if the reply is unusable.
+
+    `reply` is the answer's text, None when the model answered without any."""
     where = f"handler {index} ({handler.label!r})"
     fix = "rerun compile-handlers --llm, or write input_filters/env_checks by hand"
+    if reply is None:
+        raise HandlersError(f"the hook model's answer for {where} has no text", file=source, fix=fix)
     text = reply.strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -83,7 +87,8 @@ def parse_refinement(reply: str, handler: Handler, index: int, source: str) -> H
                             file=source, fix=fix) from None
     if not isinstance(data, dict) or set(data) - {"input_filters", "env_checks"}:
         raise HandlersError(
-            f"the hook model's answer for {where} is not an object with only input_filters and env_checks: {reply[:120]!r}",
+            f"the hook model's answer for {where} is not an object with only input_filters and env_checks: "
+            f"{reply[:120]!r}",
             file=source, fix=fix,
         )
     filters = data.get("input_filters") or []
@@ -99,7 +104,8 @@ def parse_refinement(reply: str, handler: Handler, index: int, source: str) -> H
                                 file=source, fix=fix) from None
     env_checks: dict[str, EnvCheck] = {}
     if not isinstance(checks, dict):
-        raise HandlersError(f"the hook model's env_checks for {where} is not a mapping: {checks!r}", file=source, fix=fix)
+        raise HandlersError(f"the hook model's env_checks for {where} is not a mapping: {checks!r}",
+                            file=source, fix=fix)
     for name, check in checks.items():
         substrings = check.get("must_contain") if isinstance(check, dict) and set(check) <= {"must_contain"} else None
         if not name or not isinstance(substrings, list) or not all(isinstance(s, str) for s in substrings):

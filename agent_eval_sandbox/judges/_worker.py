@@ -143,7 +143,9 @@ def handle(line: bytes, cache: dict[str, JudgeFn]) -> dict[str, Any]:
     try:
         json.dumps(value)
     except (TypeError, ValueError, RecursionError) as exc:
-        return _failure(request_id, f"the judge returned a value that is not JSON-serialisable: {type(value).__name__} ({exc})")
+        return _failure(
+            request_id, f"the judge returned a value that is not JSON-serialisable: {type(value).__name__} ({exc})"
+        )
     return {"id": request_id, "ok": True, "value": value, "rationale": rationale}
 
 
@@ -164,7 +166,8 @@ def main(argv: list[str]) -> None:
         try:
             data = json.dumps(reply)
         except (TypeError, ValueError):
-            data = json.dumps({"id": reply.get("id"), "ok": False, "error": "the judge's rationale could not be encoded"})
+            unencodable = _failure(reply.get("id"), "the judge's rationale could not be encoded")
+            data = json.dumps(unencodable)
         protocol_out.write(data.encode("utf-8") + b"\n")
         protocol_out.flush()
 

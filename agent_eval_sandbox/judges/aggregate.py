@@ -85,15 +85,17 @@ def aggregate(
     """
     scored = [r for r in results if r.status == "scored" and r.value is not None]
     errored = sum(1 for r in results if r.status == "error")
-    values = [r.value for r in scored]
+    values = [r.value for r in scored if r.value is not None]  # (`scored` holds no None; this tells mypy)
     mean = pass_rate = None
     if values and all(isinstance(v, bool) for v in values):
         pass_rate = mean = sum(1 for v in values if v) / len(values)
     elif values and all(_is_number(v) for v in values):
-        mean = statistics.fmean(values)  # type: ignore[arg-type]
+        mean = statistics.fmean(values)
     sampled = [r.stability for r in scored if r.stability is not None and r.stability.samples > 1]
     stability = (
-        StabilityStats(samples=sampled[0].samples, stable_cases=sum(1 for s in sampled if s.stable), total_cases=len(sampled))
+        StabilityStats(
+            samples=sampled[0].samples, stable_cases=sum(1 for s in sampled if s.stable), total_cases=len(sampled)
+        )
         if sampled
         else None
     )

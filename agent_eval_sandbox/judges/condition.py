@@ -23,6 +23,7 @@ def evaluate_condition(expression: str, outputs: Mapping[str, Any]) -> bool:
     """Whether the judge applies to this case; raises ConditionError if the expression does."""
     try:
         code = compile(expression, "<if>", "eval")
-        return bool(eval(code, {"__builtins__": {}}, {"annotations": outputs.get("annotations", {}), "outputs": outputs}))
+        names = {"annotations": outputs.get("annotations", {}), "outputs": outputs}
+        return bool(eval(code, {"__builtins__": {}}, names))
     except Exception as exc:  # any failure of the user's expression is that case's error
         raise ConditionError(f"condition {expression!r} raised {type(exc).__name__}: {exc}") from None

@@ -85,7 +85,8 @@ def captured_tool_calls(events: Any, patterns: Sequence[str] | None) -> list[dic
             name = tool["name"]
             if patterns is not None and not any(pattern in name for pattern in patterns):
                 continue
-            tool_id = tool.get("id") if isinstance(tool.get("id"), str) else ""
+            raw_id = tool.get("id")
+            tool_id = raw_id if isinstance(raw_id, str) else ""
             result = results.get(tool_id, {})
             call = {
                 "name": name,

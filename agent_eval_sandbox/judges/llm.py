@@ -47,8 +47,12 @@ class ModelJudge:
     def _get_client(self) -> anthropic.Anthropic:
         with self._lock:
             if self._client is None:
-                explicit = {"base_url": self._endpoint.base_url, "api_key": self._endpoint.api_key} if self._endpoint else {}
-                self._client = anthropic.Anthropic(max_retries=0, timeout=REQUEST_TIMEOUT_S, **explicit)
+                endpoint = self._endpoint
+                if endpoint is None:
+                    self._client = anthropic.Anthropic(max_retries=0, timeout=REQUEST_TIMEOUT_S)
+                else:
+                    self._client = anthropic.Anthropic(base_url=endpoint.base_url, api_key=endpoint.api_key,
+                                                       max_retries=0, timeout=REQUEST_TIMEOUT_S)
             return self._client
 
     def sample(self, prompt: str, scale: Scale, model: str) -> Sample:
@@ -79,7 +83,9 @@ class ModelJudge:
         except anthropic.AnthropicError as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
             tries = f" after {attempts} attempts" if attempts > 1 else ""
-            return Sample.failed(f"the judge model call failed{tries}: {_api_error_text(exc)} (model {model}, {client.base_url})")
+            return Sample.failed(
+                f"the judge model call failed{tries}: {_api_error_text(exc)} (model {model}, {client.base_url})"
+            )
         return read_verdict(_as_data(message), scale)
 
 

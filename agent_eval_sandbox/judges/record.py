@@ -24,10 +24,10 @@ from agent_eval_sandbox.rundir.read import (
     MAX_EVENTS_BYTES,
     MAX_EVENTS_NODES,
     MAX_RECORD_BYTES,
-    MAX_RECORD_NODES,
     MAX_RECORD_FILE_BYTES,
     MAX_RECORD_FILES_BYTES,
     MAX_RECORD_LOG_BYTES,
+    MAX_RECORD_NODES,
     FinishedRun,
     not_loaded_note,
     read_bytes,
@@ -136,9 +136,8 @@ def _first(key: str, sources: Sequence[Mapping[str, Any] | None]) -> Any:
 def _result_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping) and isinstance(value.get("result"), str):
-        return value["result"]
-    return ""
+    result = value.get("result") if isinstance(value, Mapping) else None
+    return result if isinstance(result, str) else ""
 
 
 def _convenience_keys(files: CaseFiles, outputs: Sequence[OutputConfig]) -> dict[str, str]:

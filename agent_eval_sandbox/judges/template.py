@@ -59,7 +59,7 @@ def render_annotations(annotations: Mapping[str, Any]) -> str:
     return "".join(f"- **{key}**: {value}\n" for key, value in sorted(annotations.items(), key=lambda kv: str(kv[0])))
 
 
-class _Rendered(dict):  # type: ignore[type-arg]
+class _Rendered(dict[str, Any]):
     """A mapping that prints as prepared text but keeps item and attribute access."""
 
     def __init__(self, data: Mapping[str, Any], text: str) -> None:

@@ -77,7 +77,8 @@ def evaluate_thresholds(
                                              passed=False, detail=_unavailable(metric, kind, judge_stats)))
                 continue
             passed = actual <= limit if key == "max_error_rate" else actual >= limit
-            checks.append(ThresholdCheck(judge=judge, key=key, metric=metric, limit=limit, actual=actual, passed=passed))
+            checks.append(ThresholdCheck(judge=judge, key=key, metric=metric, limit=limit, actual=actual,
+                                         passed=passed))
     return checks
 
 

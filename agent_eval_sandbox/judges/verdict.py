@@ -121,14 +121,16 @@ def scale_for(judge: JudgeConfig, *, force_bool: bool = False) -> Scale:
         integer = False
     else:
         integer = float(low).is_integer() and float(high).is_integer()
-    return Scale(is_bool=False, low=float(low), high=float(high), declared=judge.score_range is not None, integer=integer)
+    declared = judge.score_range is not None
+    return Scale(is_bool=False, low=float(low), high=float(high), declared=declared, integer=integer)
 
 
 def check_value(sample: Sample, score_range: tuple[float, float] | None) -> Sample:
     """Reject a value that is not a bool or finite number, or lies off the declared scale."""
     if sample.error is not None:
         return sample
-    value = sample.value
+    # `object`, not the declared type: a sample built without validation (model_construct) may hold anything.
+    value: object = sample.value
     if value is None:
         return Sample.failed("returned no value (None); a judge returns (value, rationale) with a bool or a number")
     if isinstance(value, bool):
@@ -155,7 +157,8 @@ def _snippet(value: Any) -> str:
 def _describe_reply(content: list[Any], stop_reason: Any) -> str:
     tools = [b.get("name") for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use"]
     text = " ".join(
-        b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        b.get("text", "") for b in content
+        if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
     ).strip()
     parts = []
     if tools:
@@ -169,24 +172,9 @@ def _describe_reply(content: list[Any], stop_reason: Any) -> str:
 
 def read_verdict(message: Any, scale: Scale) -> Sample:
     """The verdict in a Messages API reply (as plain data), structurally validated."""
-    if not isinstance(message, Mapping) or not isinstance(message.get("content"), list):
-        return Sample.failed(f"unparsable judge reply: not a Messages API message ({_snippet(message)})")
-    content = message["content"]
-    calls = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == scale.tool_name]
-    if not calls:
-        return Sample.failed(
-            f"the judge model did not call {scale.tool_name}: {_describe_reply(content, message.get('stop_reason'))}"
-        )
-    if len(calls) > 1:
-        return Sample.failed(f"the judge model called {scale.tool_name} {len(calls)} times; exactly one verdict is allowed")
-    verdict = calls[0].get("input")
-    if isinstance(verdict, str):
-        try:
-            verdict = json.loads(verdict)
-        except ValueError as exc:
-            return Sample.failed(f"unparsable verdict: {scale.tool_name} input is not JSON ({exc})")
-    if not isinstance(verdict, Mapping):
-        return Sample.failed(f"unparsable verdict: {scale.tool_name} input is a {type(verdict).__name__}, not an object")
+    verdict = _verdict_input(message, scale)
+    if isinstance(verdict, Sample):
+        return verdict
     expected = {scale.key, "rationale"}
     missing = sorted(expected - set(verdict))
     extra = sorted(str(k) for k in set(verdict) - expected)
@@ -197,8 +185,41 @@ def read_verdict(message: Any, scale: Scale) -> Sample:
     rationale = verdict["rationale"]
     if not isinstance(rationale, str):
         return Sample.failed(f"'rationale' must be a string, got {_snippet(rationale)} ({type(rationale).__name__})")
-    rationale = rationale.strip() or "(no rationale provided)"
-    raw = verdict[scale.key]
+    return _verdict_value(verdict[scale.key], scale, rationale.strip() or "(no rationale provided)")
+
+
+def _verdict_input(message: Any, scale: Scale) -> Mapping[Any, Any] | Sample:
+    """The input of the one verdict tool call in the reply, or the failed sample saying why there is none."""
+    if not isinstance(message, Mapping) or not isinstance(message.get("content"), list):
+        return Sample.failed(f"unparsable judge reply: not a Messages API message ({_snippet(message)})")
+    content = message["content"]
+    calls = [
+        b for b in content
+        if isinstance(b, Mapping) and b.get("type") == "tool_use" and b.get("name") == scale.tool_name
+    ]
+    if not calls:
+        return Sample.failed(
+            f"the judge model did not call {scale.tool_name}: {_describe_reply(content, message.get('stop_reason'))}"
+        )
+    if len(calls) > 1:
+        return Sample.failed(
+            f"the judge model called {scale.tool_name} {len(calls)} times; exactly one verdict is allowed"
+        )
+    verdict = calls[0].get("input")
+    if isinstance(verdict, str):
+        try:
+            verdict = json.loads(verdict)
+        except ValueError as exc:
+            return Sample.failed(f"unparsable verdict: {scale.tool_name} input is not JSON ({exc})")
+    if not isinstance(verdict, Mapping):
+        return Sample.failed(
+            f"unparsable verdict: {scale.tool_name} input is a {type(verdict).__name__}, not an object"
+        )
+    return verdict
+
+
+def _verdict_value(raw: Any, scale: Scale, rationale: str) -> Sample:
+    """The sample for the verdict's `passed` or `score`, checked against the scale."""
     if scale.is_bool:
         if not isinstance(raw, bool):
             return Sample.failed(f"'passed' must be true or false, got {_snippet(raw)} ({type(raw).__name__})")

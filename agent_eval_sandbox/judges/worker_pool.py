@@ -91,7 +91,9 @@ class JudgeWorker:
         """Run one sample: `judge_spec`, `arguments`, `outputs` are JSON documents."""
         proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
         self._next_id += 1
-        request = b'{"id":%d,"judge":%s,"arguments":%s,"outputs":%s}\n' % (self._next_id, judge_spec, arguments, outputs)
+        request = b'{"id":%d,"judge":%s,"arguments":%s,"outputs":%s}\n' % (
+            self._next_id, judge_spec, arguments, outputs
+        )
         assert self._stderr is not None
         stderr_mark = os.fstat(self._stderr.fileno()).st_size
         try:

@@ -112,4 +112,5 @@ def build_reports(run_dir: Path | str) -> ScoreResult:
         thresholds=stored.thresholds.config,
         run_metrics=stored.run_metrics,
     )
-    return ScoreResult(run_dir=run.root, summary=summary, reports=write_reports(run, summary), warnings=list(run.problems))
+    reports = write_reports(run, summary)
+    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=list(run.problems))

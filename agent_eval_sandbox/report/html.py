@@ -23,8 +23,10 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _STYLE = """
 :root { --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --muted: #656d76; --line: #d0d7de; --bg: #f6f8fa; }
 * { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 24px; max-width: 1400px; color: #1f2328; }
-h1 { margin: 0 0 4px; font-size: 24px; } h2 { margin: 28px 0 8px; font-size: 18px; } h3 { margin: 0 0 6px; font-size: 16px; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 24px;
+       max-width: 1400px; color: #1f2328; }
+h1 { margin: 0 0 4px; font-size: 24px; } h2 { margin: 28px 0 8px; font-size: 18px; }
+h3 { margin: 0 0 6px; font-size: 16px; }
 .meta, .muted { color: var(--muted); }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0; }
@@ -34,15 +36,16 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .banner { padding: 10px 14px; border-radius: 6px; font-weight: 600; margin: 12px 0; }
 .banner.ok { background: #dafbe1; color: var(--ok); } .banner.bad { background: #ffebe9; color: var(--bad); }
 .banner.none { background: var(--bg); color: var(--muted); }
-.badge { display: inline-block; min-width: 3.2em; padding: 1px 6px; border-radius: 10px; font-size: 12px; font-weight: 600; text-align: center; }
+.badge { display: inline-block; min-width: 3.2em; padding: 1px 6px; border-radius: 10px; font-size: 12px;
+         font-weight: 600; text-align: center; }
 .pass, .good { background: #dafbe1; color: var(--ok); } .fail, .bad { background: #ffebe9; color: var(--bad); }
 .mid { background: #fff8c5; color: var(--warn); } .error { background: #fbefff; color: #8250df; }
 .skip, .neutral { background: var(--bg); color: var(--muted); }
 .links a { margin-right: 8px; white-space: nowrap; }
 article.case { border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; margin: 12px 0; }
 .judge { margin: 10px 0 0; } .judge h4 { margin: 0 0 4px; font-size: 14px; }
-pre { white-space: pre-wrap; word-break: break-word; background: var(--bg); border-radius: 4px; padding: 8px; margin: 4px 0;
-      font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; max-height: 28em; overflow: auto; }
+pre { white-space: pre-wrap; word-break: break-word; background: var(--bg); border-radius: 4px; padding: 8px;
+      margin: 4px 0; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; max-height: 28em; overflow: auto; }
 details summary { cursor: pointer; color: var(--muted); }
 """
 
@@ -134,12 +137,15 @@ def _judges_section(summary: Summary) -> str:
         if stats.pass_rate is not None:
             headline = f"pass rate {_rate(stats.pass_rate)}"
         elif stats.mean is not None:
-            scale = f" on [{fmt_number(stats.score_range[0])}, {fmt_number(stats.score_range[1])}]" if stats.score_range else ""
+            scale = ""
+            if stats.score_range:
+                scale = f" on [{fmt_number(stats.score_range[0])}, {fmt_number(stats.score_range[1])}]"
             headline = f"mean {stats.mean:.3g}{scale}"
         else:
             headline = "—"
         stability = (
-            f"{stats.stability.stable_cases}/{stats.stability.total_cases} stable over {stats.stability.samples} samples"
+            f"{stats.stability.stable_cases}/{stats.stability.total_cases} stable"
+            f" over {stats.stability.samples} samples"
             if stats.stability
             else ""
         )
@@ -212,7 +218,8 @@ def _details_section(summary: Summary, facts: Mapping[str, CaseFacts], anchors: 
         blocks = "".join(_judge_block(n, r, summary.judges.get(n)) for n, r in results.items())
         articles.append(
             f'<article class="case" id="{anchors[case_id]}"><h3>{_e(case_id)}</h3>'
-            f'<p class="muted">end: {_e(fact.end_reason or "unknown")} · exit {_e("—" if fact.exit_code is None else fact.exit_code)}'
+            f'<p class="muted">end: {_e(fact.end_reason or "unknown")}'
+            f' · exit {_e("—" if fact.exit_code is None else fact.exit_code)}'
             f" · {_e(_seconds(fact.duration_s))} · {_e(_money(fact.cost_usd))}</p>"
             f'<p class="links">{_links(fact.links)}</p>{blocks}</article>'
         )

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agent_eval_sandbox.config.models import ThresholdConfig
+from agent_eval_sandbox.config.models import THRESHOLD_KEYS, ThresholdConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.judges.aggregate import aggregate
 from agent_eval_sandbox.judges.results import CaseResult, JudgeMeta, JudgeStats
@@ -72,7 +72,7 @@ class Summary(BaseModel):
             "thresholds": {
                 "passed": self.thresholds.passed,
                 "config": {
-                    judge: gates.model_dump(exclude_none=True, include={"min_mean", "min_pass_rate", "min_win_rate", "max_error_rate"})
+                    judge: gates.model_dump(exclude_none=True, include=set(THRESHOLD_KEYS))
                     for judge, gates in self.thresholds.config.items()
                 },
                 "checks": [check.model_dump() for check in self.thresholds.checks],

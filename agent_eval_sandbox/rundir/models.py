@@ -171,7 +171,7 @@ class RunResult(_Record):
         return self.model_dump(mode="json")
 
 
-def parse_outcome(data: Mapping[str, Any]) -> CaseOutcome | None:
+def parse_outcome(data: object) -> CaseOutcome | None:
     """A stored case outcome; a field that is damaged is left out (unknown), not the whole record.
     None when nothing of it is usable."""
     if not isinstance(data, Mapping):

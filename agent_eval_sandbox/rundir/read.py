@@ -83,7 +83,9 @@ MAX_RECORD_BYTES = 256 * MiB
 MAX_RECORD_NODES = 20_000_000
 
 
-def read_mapping(path: Path, *, max_bytes: int = 8 * MiB, max_nodes: int = 200_000) -> tuple[dict[str, Any], str | None]:
+def read_mapping(
+    path: Path, *, max_bytes: int = 8 * MiB, max_nodes: int = 200_000
+) -> tuple[dict[str, Any], str | None]:
     data, problem = read_data(path, max_bytes=max_bytes, max_nodes=max_nodes)
     if data is None or isinstance(data, dict):
         return data or {}, problem

@@ -10,14 +10,15 @@ are grouped by a common `WORD-NNN` prefix, else assigned by position.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent_eval_sandbox.errors import ConfigError
 
 _NUMBERED = re.compile(r"^([A-Za-z]+)-(\d+)")
 
 
-def _case_indices(order: Sequence[dict]) -> list[tuple[str, list[int]]]:
+def _case_indices(order: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[int]]]:
     """Each case id with the 1-based batch indices it owns."""
     indices, next_index = [], 1
     for entry in order:
@@ -27,7 +28,7 @@ def _case_indices(order: Sequence[dict]) -> list[tuple[str, list[int]]]:
     return indices
 
 
-def assign_files(files: Sequence[str], order: Sequence[dict], pattern: str) -> dict[str, list[str]]:
+def assign_files(files: Sequence[str], order: Sequence[Mapping[str, Any]], pattern: str) -> dict[str, list[str]]:
     """Map case id -> the relative file paths that belong to it."""
     cases = _case_indices(order)
     assigned: dict[str, list[str]] = {case_id: [] for case_id, _ in cases}

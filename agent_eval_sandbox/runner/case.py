@@ -28,6 +28,7 @@ from agent_eval_sandbox.interception import (
     build_container_settings,
 )
 from agent_eval_sandbox.interception.answerer import MeteredAnswerer
+from agent_eval_sandbox.interception.broker import TimedAnswerer
 from agent_eval_sandbox.lifecycle import CaseInfo, HookFailed, Phase
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
 from agent_eval_sandbox.rundir.layout import CaseDir
@@ -165,11 +166,12 @@ def start_broker(ctx: RunContext, staged: StagedCase, parts: CaseParts, agent_en
     if not staged.settings.intercepts or ctx.handlers is None:
         return
     invocation = staged.invocation
-    answerer = parts.stack.enter_context(ctx.models.hook_answerer(invocation))
-    if answerer is not None and parts.channel is not None:
+    hook_model = parts.stack.enter_context(ctx.models.hook_answerer(invocation))
+    answerer: TimedAnswerer | None = hook_model
+    if hook_model is not None and parts.channel is not None:
         # The questions come from the sandbox and the calls use the host's credentials:
         # each one is paid from the case's budget, through its gateway channel.
-        answerer = MeteredAnswerer(answerer, parts.channel)
+        answerer = MeteredAnswerer(hook_model, parts.channel)
     context = CaseContext.from_case_dir(invocation.cases[0].dir) if not ctx.config.is_batch else CaseContext()
     broker = Broker(
         invocation.id,

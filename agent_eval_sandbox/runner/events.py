@@ -48,8 +48,13 @@ def _cap_input(value: Any, cap: int) -> Any:
     return {k: (_cap(v, cap)[0] if isinstance(v, str) else v) for k, v in value.items()}
 
 
+def _message(obj: dict[str, Any]) -> dict[str, Any]:
+    message = obj.get("message")
+    return message if isinstance(message, dict) else {}
+
+
 def _assistant_event(obj: dict[str, Any], cap: int) -> dict[str, Any]:
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    message = _message(obj)
     texts: list[str] = []
     thinking: list[str] = []
     tools: list[dict[str, Any]] = []
@@ -85,7 +90,7 @@ def _assistant_event(obj: dict[str, Any], cap: int) -> dict[str, Any]:
 
 
 def _tool_results(obj: dict[str, Any], names: dict[str, str], cap: int) -> list[dict[str, Any]]:
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    message = _message(obj)
     content = message.get("content")
     if not isinstance(content, list):
         return []
@@ -227,7 +232,9 @@ class StreamReader:
         return summary
 
 
-def read_stream(objects: Iterable[Mapping[str, Any]], cap: int = RESULT_CAP) -> tuple[list[dict[str, Any]], StreamSummary]:
+def read_stream(
+    objects: Iterable[Mapping[str, Any]], cap: int = RESULT_CAP
+) -> tuple[list[dict[str, Any]], StreamSummary]:
     """The events and the summary of a stream's objects."""
     reader = StreamReader(cap)
     for obj in objects:

@@ -97,19 +97,22 @@ class StreamVerifier:
     # ---- assistant ----------------------------------------------------------------
 
     def _assistant(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-        message = obj.get("message") if isinstance(obj.get("message"), Mapping) else {}
-        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        message = _message(obj)
+        content = message.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
         if self.record is None:
             self._remember_tools(blocks)
             return dict(obj)
         message_id = message.get("id")
         recorded = self.record.messages.get(message_id) if isinstance(message_id, str) else None
-        if recorded is None:
+        if recorded is None or not isinstance(message_id, str):  # (only a str id is ever recorded)
             if self.record.overflow:
                 self.unverified += 1
                 self._remember_tools(blocks)
                 return {**obj, "_unverified": True}
-            names = ", ".join(str(b.get("name")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use")
+            names = ", ".join(
+                str(b.get("name")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "tool_use"
+            )
             self._flag(line, "assistant", f"message {message_id!r} was never sent by the model"
                        + (f" (tool calls: {names})" if names else ""))
             return None
@@ -156,7 +159,7 @@ class StreamVerifier:
     # ---- tool results ----------------------------------------------------------------
 
     def _user(self, line: int, obj: Mapping[str, Any]) -> dict[str, Any] | None:
-        message = obj.get("message") if isinstance(obj.get("message"), Mapping) else {}
+        message = _message(obj)
         content = message.get("content")
         if not isinstance(content, list):
             return dict(obj)
@@ -246,6 +249,11 @@ class StreamVerifier:
             "unverified": self.unverified,
             "findings": [f.as_dict() for f in self.findings],
         }
+
+
+def _message(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    message = obj.get("message")
+    return message if isinstance(message, Mapping) else {}
 
 
 def verified(objects: Iterable[tuple[int, Mapping[str, Any]]], verifier: StreamVerifier) -> Iterator[dict[str, Any]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from agent_eval_sandbox.config import scripts
@@ -47,22 +47,23 @@ class ModelAccess(ABC):
         """The run's model gateway (one channel per case)."""
 
     @abstractmethod
-    def case_upstream(self, invocation: Invocation) -> Iterator[str | None]:
+    def case_upstream(self, invocation: Invocation) -> AbstractContextManager[str | None]:
         """The upstream URL of this invocation's channel (None: the gateway's own)."""
 
     @abstractmethod
-    def hook_answerer(self, invocation: Invocation) -> Iterator[AnthropicAnswerer | None]:
+    def hook_answerer(self, invocation: Invocation) -> AbstractContextManager[AnthropicAnswerer | None]:
         """The hook model for this invocation's questions (None: answered without one)."""
 
     @abstractmethod
-    def judge_endpoint(self) -> Iterator[ModelEndpoint | None]:
+    def judge_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
         """Where LLM judges call (None: the SDK's own environment)."""
 
     def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
         return []
 
     def close(self) -> None:
-        """Release what lives for the whole run."""
+        """Release what lives for the whole run: by default nothing does."""
+        return None
 
 
 class OnlineModels(ModelAccess):

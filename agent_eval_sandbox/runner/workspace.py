@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -87,60 +87,84 @@ def copy_tree(
     each entry's absolute source path, as written and with links resolved. A
     destination inside the source is never copied into itself.
     """
-    report = StagingReport()
-    skip = set(skip_names)
-    dest_root = dest.resolve()
-    src_written, src_real = Path(os.path.abspath(src)), Path(os.path.realpath(src))
-
-    def excluded(rel_to_src: str, st: os.stat_result | None) -> bool:
-        if exclude is None:
-            return False
-        written, real = (src_written / rel_to_src, src_real / rel_to_src) if rel_to_src else (src_written, src_real)
-        if exclude.covers(written, st) or exclude.covers(real, st):
-            report.excluded.append(written)
-            return True
-        return False
-
-    def copy_file(source: str, target: Path) -> None:
-        shutil.copy2(source, target, follow_symlinks=False)
-        report.files += 1
-        report.bytes += target.stat().st_size
-
-    def walk(directory: Path, target: Path, prefix: str, from_src: str) -> None:
-        target.mkdir(parents=True, exist_ok=True)
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-            rel = f"{prefix}/{entry.name}" if prefix else entry.name
-            rel_to_src = f"{from_src}/{entry.name}" if from_src else entry.name
-            if entry.name in skip or Path(entry.path).resolve() == dest_root:
-                continue
-            st = entry.stat(follow_symlinks=False)
-            mode = st.st_mode
-            if is_denied(rel) or (stat.S_ISDIR(mode) and is_denied(rel + "/")):
-                report.skipped.append(SkippedEntry(rel, "denied"))
-            elif stat.S_ISLNK(mode):
-                report.skipped.append(SkippedEntry(rel, "symlink"))
-            elif excluded(rel_to_src, st):
-                report.skipped.append(SkippedEntry(rel, "answer_key"))
-            elif stat.S_ISDIR(mode):
-                walk(Path(entry.path), target / entry.name, rel, rel_to_src)
-            elif stat.S_ISREG(mode):
-                copy_file(entry.path, target / entry.name)
-            else:
-                report.skipped.append(SkippedEntry(rel, special_file_kind(mode)))
-
+    copier = _TreeCopier(
+        is_denied=is_denied,
+        skip=set(skip_names),
+        exclude=exclude,
+        dest_root=dest.resolve(),
+        src_written=Path(os.path.abspath(src)),
+        src_real=Path(os.path.realpath(src)),
+    )
+    report = copier.report
     if src.is_symlink():
         report.skipped.append(SkippedEntry(rel_prefix or src.name, "symlink"))
-    elif exclude is not None and excluded("", src.stat(follow_symlinks=False)):
+    elif exclude is not None and copier.excluded("", src.stat(follow_symlinks=False)):
         report.skipped.append(SkippedEntry(rel_prefix or src.name, "answer_key"))
     elif src.is_file():
         if is_denied(rel_prefix):
             report.skipped.append(SkippedEntry(rel_prefix, "denied"))
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
-            copy_file(str(src), dest)
+            copier.copy_file(str(src), dest)
     else:
-        walk(src, dest, rel_prefix, "")
+        copier.walk(src, dest, rel_prefix, "")
     return report
+
+
+@dataclass
+class _TreeCopier:
+    """One `copy_tree` call: what it must leave out, and the report it fills in."""
+
+    is_denied: DeniedPredicate
+    skip: set[str]
+    exclude: Exclusion | None
+    dest_root: Path
+    src_written: Path  # the source as written (absolute) ...
+    src_real: Path  # ... and with links resolved: `exclude` is asked about both
+    report: StagingReport = field(default_factory=StagingReport)
+
+    def excluded(self, rel_to_src: str, st: os.stat_result | None) -> bool:
+        if self.exclude is None:
+            return False
+        if rel_to_src:
+            written, real = self.src_written / rel_to_src, self.src_real / rel_to_src
+        else:
+            written, real = self.src_written, self.src_real
+        if self.exclude.covers(written, st) or self.exclude.covers(real, st):
+            self.report.excluded.append(written)
+            return True
+        return False
+
+    def copy_file(self, source: str, target: Path) -> None:
+        shutil.copy2(source, target, follow_symlinks=False)
+        self.report.files += 1
+        self.report.bytes += target.stat().st_size
+
+    def walk(self, directory: Path, target: Path, prefix: str, from_src: str) -> None:
+        """Copy `directory` (at `prefix` in the workspace, `from_src` below the source) into `target`."""
+        target.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if entry.name in self.skip or Path(entry.path).resolve() == self.dest_root:
+                continue
+            rel = f"{prefix}/{entry.name}" if prefix else entry.name
+            rel_to_src = f"{from_src}/{entry.name}" if from_src else entry.name
+            self._entry(entry, target, rel, rel_to_src)
+
+    def _entry(self, entry: os.DirEntry[str], target: Path, rel: str, rel_to_src: str) -> None:
+        st = entry.stat(follow_symlinks=False)
+        mode = st.st_mode
+        if self.is_denied(rel) or (stat.S_ISDIR(mode) and self.is_denied(rel + "/")):
+            self.report.skipped.append(SkippedEntry(rel, "denied"))
+        elif stat.S_ISLNK(mode):
+            self.report.skipped.append(SkippedEntry(rel, "symlink"))
+        elif self.excluded(rel_to_src, st):
+            self.report.skipped.append(SkippedEntry(rel, "answer_key"))
+        elif stat.S_ISDIR(mode):
+            self.walk(Path(entry.path), target / entry.name, rel, rel_to_src)
+        elif stat.S_ISREG(mode):
+            self.copy_file(entry.path, target / entry.name)
+        else:
+            self.report.skipped.append(SkippedEntry(rel, special_file_kind(mode)))
 
 
 def _inside(child: Path, parent: Path) -> bool:
@@ -182,7 +206,9 @@ def stage_case_workspace(
     return report
 
 
-def stage_batch_workspace(config: EvalConfig, entries: list[dict], order: list[dict], dest: Path) -> None:
+def stage_batch_workspace(
+    config: EvalConfig, entries: list[dict[str, Any]], order: list[dict[str, Any]], dest: Path
+) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "batch.yaml").write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=120))
     (dest / "case_order.yaml").write_text(yaml.safe_dump(order, sort_keys=False))

@@ -24,10 +24,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, TYPE_CHECKING, BinaryIO
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
 from agent_eval_sandbox.git_names import is_git_dir_name
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 _CHUNK = 1024 * 1024
 
@@ -282,12 +285,16 @@ class _SourceReader:
             raise _SourceError(exc) from exc
 
 
-def extract_tar(stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int) -> CopyOutReport:
+def extract_tar(
+    stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int
+) -> CopyOutReport:
     """Safely unpack a tar stream into `dest` (created if missing); see the module doc."""
     extractor = _Extractor(dest, max_bytes=max_bytes, max_files=max_files)
     try:
         try:
-            with tarfile.open(fileobj=_SourceReader(stream), mode="r|") as tar:
+            # typeshed's tarfile stub asks every fileobj for write/tell/seek/close too, but the
+            # stream modes ("r|") only ever call read: the stub is stricter than tarfile.
+            with tarfile.open(fileobj=_SourceReader(stream), mode="r|") as tar:  # type: ignore[call-overload]
                 for member in tar:
                     parts = safe_parts(member.name, strip_top)
                     if not parts:  # the top directory itself: that is `dest`
@@ -326,14 +333,16 @@ class ChunkStream(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: WriteableBuffer, /) -> int:
         while not self._buf:
             try:
                 self._buf = next(self._chunks)
             except StopIteration:
                 return 0
-        n = min(len(buffer), len(self._buf))
-        buffer[:n] = self._buf[:n]
+        # Any writable buffer may come in; the view is released at once so it holds no export of it.
+        with memoryview(buffer) as view:
+            n = min(len(view), len(self._buf))
+            view[:n] = self._buf[:n]
         self._buf = self._buf[n:]
         return n
 
@@ -362,7 +371,7 @@ def _link_stays_inside(target: str) -> bool:
 
 
 def tar_from_dir(
-    src: Path, out: BinaryIO, *, uid: int, gid: int, exclude: Callable[[str], bool] | None = None
+    src: Path, out: IO[bytes], *, uid: int, gid: int, exclude: Callable[[str], bool] | None = None
 ) -> CopyInReport:
     """Write a tar of the *contents* of `src` to `out`; host links are never followed.
 
@@ -420,7 +429,9 @@ def tar_from_dir(
     return CopyInReport(files, size, tuple(skipped))
 
 
-def tar_from_files(files: Mapping[str, bytes], out: BinaryIO, *, uid: int, gid: int, mode: int = 0o644) -> CopyInReport:
+def tar_from_files(
+    files: Mapping[str, bytes], out: IO[bytes], *, uid: int, gid: int, mode: int = 0o644
+) -> CopyInReport:
     """Write a tar of `{relative path: content}` (parent directories included) to `out`."""
     dirs: set[str] = set()
     total = 0

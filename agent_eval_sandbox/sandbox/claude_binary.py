@@ -46,7 +46,8 @@ def registry_url() -> str:
     return (
         os.environ.get("AGENT_EVAL_NPM_REGISTRY")
         or os.environ.get("NPM_CONFIG_REGISTRY")
-        or os.environ.get("npm_config_registry")
+        # npm itself spells its config variables in lower case (npm and `npm run` export it so).
+        or os.environ.get("npm_config_registry")  # noqa: SIM112
         or "https://registry.npmjs.org/"
     ).rstrip("/")
 

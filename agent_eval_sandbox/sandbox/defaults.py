@@ -6,6 +6,7 @@ No imports of ours: the config models and the backends both read it.
 from __future__ import annotations
 
 import re
+from typing import Final
 
 CPUS = 1.0
 MEMORY = "2g"  # no swap; the tmpfs sizes count against it once filled
@@ -19,7 +20,7 @@ NO_NEW_PRIVILEGES = True
 CAP_DROP = ("ALL",)
 CAP_ADD: tuple[str, ...] = ()
 INIT = True
-NETWORK = "none"
+NETWORK: Final = "none"  # Final: its type is the literal, which eval.yaml's `sandbox.network` allows alone
 MIN_PIDS = 16
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)

@@ -51,7 +51,9 @@ def tmpfs_volume_options(size_bytes: int, uid: int, gid: int) -> dict[str, str]:
 LIFELINE_CONNECT_S = 15.0
 
 
-def host_config_args(spec: SandboxSpec, volumes: dict[str, str], extra_mounts: tuple[BindMount, ...] = ()) -> dict[str, Any]:
+def host_config_args(
+    spec: SandboxSpec, volumes: dict[str, str], extra_mounts: tuple[BindMount, ...] = ()
+) -> dict[str, Any]:
     """Arguments of `create_host_config` for a spec; `volumes` maps target -> volume name."""
     h, lim = spec.hardening, spec.limits
     mounts = [Mount(target, name, type="volume", no_copy=True) for target, name in volumes.items()]

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import docker
 import docker.errors
@@ -276,7 +276,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"a command in sandbox {self._name} vanished without an exit code")
         if after is not None:
             oom: int | None = after.oom_kills - before.oom_kills
-            pids_hit = after.pids_refused > before.pids_refused
+            pids_hit: bool | None = after.pids_refused > before.pids_refused
         else:
             oom, pids_hit = None, self._pids_exhausted()
         reason, sig = classify_end(exit_code=exit_code, deadline_hit=deadline_hit, oom_kills=oom)
@@ -295,7 +295,8 @@ class DockerSandbox(Sandbox):
     def _inspect(self, exec_id: str) -> dict[str, Any]:
         try:
             with docker_errors(f"watching a command in sandbox {self._name}"):
-                return self._api.exec_inspect(exec_id)
+                info: dict[str, Any] = self._api.exec_inspect(exec_id)
+                return info
         except SandboxError:
             if self._destroyed:
                 raise SandboxError(f"sandbox {self._name} was destroyed while a command ran") from None
@@ -340,7 +341,8 @@ class DockerSandbox(Sandbox):
             while time.monotonic() < end:
                 info = self._inspect(exec_id)
                 if not info["Running"]:
-                    return info["ExitCode"]
+                    exit_code: int | None = info["ExitCode"]
+                    return exit_code
                 time.sleep(0.05)
         except SandboxError:
             if self._destroyed:
@@ -396,10 +398,10 @@ class DockerSandbox(Sandbox):
     def _gid(self) -> int:
         return self._spec.hardening.gid
 
-    def _put(self, dest: str, write_tar: Callable[[BinaryIO], CopyInReport]) -> CopyInReport:
+    def _put(self, dest: str, write_tar: Callable[[IO[bytes]], CopyInReport]) -> CopyInReport:
         self._require_running("copy files in")
         with tempfile.SpooledTemporaryFile(max_size=32 * MiB) as buf:
-            report = write_tar(buf)  # type: ignore[arg-type]
+            report = write_tar(buf)
             with docker_errors(f"copying files into {dest} of sandbox {self._name}"):
                 buf.seek(0)
                 try:
@@ -466,7 +468,8 @@ class DockerSandbox(Sandbox):
             for attempt in range(20):
                 try:
                     with docker_errors("killing the processes of a resumed sandbox"):
-                        reaper = self._api.exec_create(self._id, ["python3", "-c", _REAPER], user=self._spec.hardening.user)
+                        reaper = self._api.exec_create(self._id, ["python3", "-c", _REAPER],
+                                                       user=self._spec.hardening.user)
                         self._api.exec_start(reaper["Id"])
                         if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:
                             self._frozen.clear()
@@ -480,7 +483,8 @@ class DockerSandbox(Sandbox):
 
     def _state(self) -> dict[str, Any]:
         with docker_errors(f"inspecting sandbox {self._name}"):
-            return self._api.inspect_container(self._id)["State"]
+            state: dict[str, Any] = self._api.inspect_container(self._id)["State"]
+            return state
 
     def destroy(self) -> None:
         with self._lock:

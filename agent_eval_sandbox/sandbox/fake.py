@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, NamedTuple
+from typing import IO, Any, BinaryIO, NamedTuple
 
 from agent_eval_sandbox.errors import RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
@@ -327,7 +327,7 @@ class FakeSandbox(Sandbox):
         uid, gid = self._spec.hardening.uid, self._spec.hardening.gid
         return self._put(dest, lambda out: tar_from_files(files, out, uid=uid, gid=gid, mode=mode))
 
-    def _put(self, dest: str, write_tar: Callable[[BinaryIO], CopyInReport]) -> CopyInReport:
+    def _put(self, dest: str, write_tar: Callable[[IO[bytes]], CopyInReport]) -> CopyInReport:
         self._require_usable("copy files in", running=True)
         if not self._writable(dest):
             raise SandboxError(f"cannot copy files into {dest} of sandbox {self._name}: a read-only mount")

@@ -107,7 +107,8 @@ def image_inputs(
 def _local_id(client: docker.DockerClient, ref: str) -> str | None:
     with docker_errors(f"looking up image {ref}"):
         try:
-            return client.images.get(ref).id
+            image_id: str = client.images.get(ref).id
+            return image_id
         except docker.errors.ImageNotFound:
             return None
 
@@ -116,7 +117,8 @@ def _pull(client: docker.DockerClient, ref: str, progress: Progress) -> str | No
     progress.note(f"pulling {ref}")
     with docker_errors(f"pulling {ref}"):
         try:
-            return client.images.pull(ref).id
+            image_id: str = client.images.pull(ref).id
+            return image_id
         except docker.errors.APIError:
             return None  # no registry, no such image, no credentials: the caller explains
 

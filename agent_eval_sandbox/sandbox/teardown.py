@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 
@@ -41,11 +42,12 @@ def run_scope(backend: SandboxBackend, run_id: str) -> Iterator[None]:
     Signal handlers can only be set from the main thread; elsewhere only the
     removal on exit applies.
     """
-    previous: dict[int, object] = {}
+    # What signal.getsignal returns: a callable, SIG_DFL/SIG_IGN, or None (a handler not set from Python).
+    previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     def restore() -> None:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
         previous.clear()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

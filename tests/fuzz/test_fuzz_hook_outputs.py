@@ -79,7 +79,7 @@ def test_take_reads_regular_files_only_and_leaves_nothing(kinds: tuple[str, str]
         elsewhere.mkdir()
         outside = elsewhere / "outputs.yaml"
         outside.write_bytes(SECRET_OUTPUTS)
-        for name, kind in zip(OUTPUT_FILE_NAMES, kinds):
+        for name, kind in zip(OUTPUT_FILE_NAMES, kinds, strict=True):
             _plant(workdir / name, kind, raw, outside)
         before = snapshot(elsewhere)
         found = outcome(lambda: take_hook_outputs(workdir), expected=HookOutputsError)

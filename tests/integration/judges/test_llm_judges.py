@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.app.score import score_run
+from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.report.build import ScoreResult
 from tests.integration.judges.conftest import FAST_RETRY
 from tests.unit.judges.rundir_fixture import (

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent_eval_sandbox.errors import ConfigError, RunDirError
 from agent_eval_sandbox.app.score import score_run
+from agent_eval_sandbox.errors import ConfigError, RunDirError
 from agent_eval_sandbox.report.build import build_reports
 from tests.unit.judges.rundir_fixture import case_result, make_project, make_run
 

@@ -29,6 +29,7 @@ def test_a_fenced_answer_is_accepted():
 @pytest.mark.parametrize(
     ("reply", "problem"),
     [
+        (None, "has no text"),
         ("Sure! Here you go: input_filters=jira", "is not JSON"),
         ('["jira"]', "is not an object with only input_filters and env_checks"),
         ('{"input_filters": ["jira"], "patterns": ["*"]}', "is not an object with only"),

@@ -99,7 +99,7 @@ for top in sorted(os.listdir("/")):
     start = "/" + top
     if start in SKIP_TOP or os.path.islink(start):
         continue
-    for current, dirs, files in os.walk(start):
+    for current, _dirs, files in os.walk(start):
         for name in files:
             full = os.path.join(current, name)
             try:
