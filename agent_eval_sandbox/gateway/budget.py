@@ -50,8 +50,12 @@ class WorstRates:
     output: float
 
     @classmethod
-    def of(cls, price: ModelPrice) -> WorstRates:
-        sets = [price.rates, *([price.long_prompt_rates] if price.long_prompt_rates else [])]
+    def of(cls, price: ModelPrice, prompt_tokens: int) -> WorstRates:
+        """For a request whose prompt is at most `prompt_tokens`: the long-prompt rates count only
+        when the prompt could be that long."""
+        long_rates = price.long_prompt_rates
+        could_be_long = price.long_prompt_threshold is not None and prompt_tokens > price.long_prompt_threshold
+        sets = [price.rates, *([long_rates] if long_rates is not None and could_be_long else [])]
         input_side = max(max(r.input, r.cache_write_5m, r.cache_write_1h, r.cache_read) for r in sets)
         return cls(input_side / 1_000_000, max(r.output for r in sets) / 1_000_000)
 
@@ -61,8 +65,9 @@ def input_token_bound(body_bytes: int) -> int:
 
 
 def worst_case_usd(body_bytes: int, max_tokens: int, price: ModelPrice) -> float:
-    rates = WorstRates.of(price)
-    return input_token_bound(body_bytes) * rates.input + max_tokens * rates.output
+    input_tokens = input_token_bound(body_bytes)
+    rates = WorstRates.of(price, input_tokens)
+    return input_tokens * rates.input + max_tokens * rates.output
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,8 @@ def admit(
 ) -> Admission:
     """The reservation of one request (its `max_tokens` already checked to be a positive int)."""
     requested: int = body["max_tokens"]
-    rates = WorstRates.of(price)
     input_tokens = input_token_bound(body_bytes)
+    rates = WorstRates.of(price, input_tokens)
     input_usd = input_tokens * rates.input
     target = min(requested, max_tokens_ceiling)
     affordable = math.floor((remaining_usd - input_usd) / rates.output) if remaining_usd > input_usd else 0

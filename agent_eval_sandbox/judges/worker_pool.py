@@ -113,7 +113,14 @@ class JudgeWorker:
         if not reply.get("ok"):
             return Sample.failed(_clean(str(reply.get("error") or "the judge failed")))
         rationale = reply.get("rationale")
-        return Sample(value=reply.get("value"), rationale=_clean(rationale if isinstance(rationale, str) else ""))
+        value = reply.get("value")
+        if value is not None and not isinstance(value, bool | int | float):
+            # Not coerced: "3" is not a score, and "high" must not look like our own error.
+            shown = repr(value)[:60]
+            return Sample.failed(
+                f"the judge returned {type(value).__name__} {shown}; a judge's value is a bool or a number"
+            )
+        return Sample(value=value, rationale=_clean(rationale if isinstance(rationale, str) else ""))
 
     def _exchange(self, proc: subprocess.Popen[bytes], request: bytes, deadline: float) -> bytes:
         assert proc.stdin is not None and proc.stdout is not None

@@ -41,6 +41,9 @@ def test_a_hanging_judge_is_killed_at_its_time_limit_and_the_next_sample_runs(wo
         ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "the judge process was killed by SIGKILL"),
         ("raise RuntimeError('judge bug')", "RuntimeError: judge bug (check line 1)"),
         ("return object(), 'x'", "the judge returned a value that is not JSON-serialisable: object"),
+        # not coerced to a number, and not passed off as an internal error of ours
+        ("return '3', 'x'", "the judge returned str '3'; a judge's value is a bool or a number"),
+        ("return 'high', 'x'", "the judge returned str 'high'; a judge's value is a bool or a number"),
     ],
 )
 def test_crashes_and_bad_values_error_only_their_sample(worker: JudgeWorker, source: str, error: str) -> None:

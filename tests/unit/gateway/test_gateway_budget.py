@@ -34,10 +34,15 @@ def test_the_input_bound_is_the_body_at_three_bytes_a_token_up_to_a_context_wind
 
 
 def test_the_worst_rates_are_the_highest_input_side_rate_and_the_output_rate():
-    assert WorstRates.of(SONNET) == WorstRates(pytest.approx(6e-6), pytest.approx(15e-6))
-    # A model billed at other rates past a prompt length: the higher of both sets.
+    assert WorstRates.of(SONNET, 30_000) == WorstRates(pytest.approx(6e-6), pytest.approx(15e-6))
+    # A model billed at other rates past a prompt length: the higher of both sets, once the
+    # prompt could be that long.
     haiku_55 = price_for("claude-haiku-5-5").price
-    assert WorstRates.of(haiku_55) == WorstRates(pytest.approx(1e-6), pytest.approx(2.5e-6))
+    assert WorstRates.of(haiku_55, 100_001) == WorstRates(pytest.approx(1e-6), pytest.approx(2.5e-6))
+    assert WorstRates.of(haiku_55, 100_000) == WorstRates(pytest.approx(0.2e-6), pytest.approx(0.5e-6))
+    sonnet_45 = price_for("claude-sonnet-4-5").price
+    assert WorstRates.of(sonnet_45, 29_125) == WorstRates(pytest.approx(6e-6), pytest.approx(15e-6))
+    assert WorstRates.of(sonnet_45, 200_001) == WorstRates(pytest.approx(12e-6), pytest.approx(22.5e-6))
     # The most expensive known price: Opus 4.0's $75 output, $30 1-hour cache write per MTok.
     assert worst_case_usd(3000, 1000, MOST_EXPENSIVE) == pytest.approx(1000 * 30e-6 + 1000 * 75e-6)
 
