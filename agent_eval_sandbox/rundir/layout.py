@@ -38,6 +38,7 @@ CASES_DIR = "cases"
 
 # A case's files (in batch mode the single invocation's logs sit at the run's root).
 INPUT = "input.yaml"
+PROMPT = "prompt.txt"
 STDOUT_LOG = "stdout.log"
 STDERR_LOG = "stderr.log"
 EVENTS = "events.json"
@@ -92,6 +93,11 @@ class CaseDir:
     @property
     def input(self) -> Path:
         return self.path / INPUT
+
+    @property
+    def prompt(self) -> Path:
+        """The prompt the agent was given, as sent (in batch mode, at the run's root)."""
+        return self.path / PROMPT
 
     @property
     def stdout_log(self) -> Path:

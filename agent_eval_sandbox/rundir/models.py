@@ -11,9 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
 
-EndReason = Literal["exited", "timed_out", "oom_killed", "signaled", "budget_exhausted", "hook_failed", "error"]
+EndReason = Literal[
+    "exited",  # the agent's command ended by itself (any exit code)
+    "timed_out", "oom_killed", "signaled", "budget_exhausted",  # it ran and was stopped
+    "hook_failed",  # a lifecycle hook of the case failed
+    "error",  # the case failed in a way of its own (its staging, its sandbox, its copy-out)
+    "infra_error",  # the tool's own plumbing failed (gateway, Docker API): not the skill's doing
+    "interrupted",  # the run was stopped (Ctrl-C, SIGTERM) before the case finished
+    "replay_mismatch",  # a replayed case sent a request its cassette does not hold
+]
+
+# Reasons after which the agent's work is whole: it ended by itself.
+COMPLETED_REASONS: frozenset[str] = frozenset({"exited"})
 
 
 class _Record(BaseModel):
@@ -103,6 +114,26 @@ class CaseOutcome(_Record):
     integrity: Integrity = Field(default_factory=Integrity)
     error: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_fields_are_not_read(cls, data: Any) -> Any:
+        # `ran` and `completed` are written for readers of the JSON; read back, they are recomputed.
+        if isinstance(data, Mapping) and ("ran" in data or "completed" in data):
+            return {k: v for k, v in data.items() if k not in ("ran", "completed")}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ran(self) -> bool:
+        """The agent's command was started in the sandbox (whatever became of it)."""
+        return self.agent_duration_s is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completed(self) -> bool:
+        """The agent ran and ended by itself: its work is whole, whatever its exit code."""
+        return self.ran and self.end_reason in COMPLETED_REASONS
+
     def to_data(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
@@ -124,6 +155,10 @@ class RunResult(_Record):
     execution_mode: str = "case"
     end_reasons: dict[str, str] = Field(default_factory=dict)
     per_case: dict[str, CaseOutcome] = Field(default_factory=dict)
+    # A run stopped by Ctrl-C/SIGTERM is marked: `planned` cases, of which `finished` got an outcome.
+    interrupted: bool = False
+    planned: int = 0
+    finished: int = 0
 
     @classmethod
     def from_outcomes(
@@ -134,6 +169,8 @@ class RunResult(_Record):
         model: str | None,
         wall_clock_s: float,
         agent_version: str | None,
+        planned: int | None = None,
+        interrupted: bool = False,
     ) -> RunResult:
         """The run's totals (pure). Its exit code is the worst of the cases': a case that
         never exited counts as 1; otherwise the largest code by magnitude."""
@@ -165,6 +202,9 @@ class RunResult(_Record):
             execution_mode=mode,
             end_reasons={o.case_id: o.end_reason for o in outcomes},
             per_case=per_case,
+            interrupted=interrupted,
+            planned=len(per_case) if planned is None else planned,
+            finished=sum(1 for o in per_case.values() if o.end_reason != "interrupted"),
         )
 
     def to_data(self) -> dict[str, Any]:

@@ -81,6 +81,7 @@ def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts
     channel_dir.mkdir(parents=True, mode=0o755)
     channel_dir.chmod(0o755)  # the sandbox user must reach the sockets through it
     (channel_dir / paths.PROMPT_FILE_NAME).write_text(invocation.prompt, encoding="utf-8")
+    out.prompt.write_text(invocation.prompt, encoding="utf-8")
     for case in invocation.cases:
         shutil.copyfile(case.input_file, ctx.run_dir.case(case.id).ensure().input)
     stage_invocation_workspace(ctx.config, invocation, workspace, repo_copy=ctx.repo_copy, is_denied=ctx.is_denied)

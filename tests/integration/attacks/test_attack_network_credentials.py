@@ -53,10 +53,13 @@ def secret_key() -> str:
 
 def _credential_steps() -> list[dict[str, Any]]:
     needle = "''".join(KEY_PARTS)
+    # A bracket in the pattern: grep's own command line (it may be listed in /proc while the loop
+    # runs) must not match it.
+    pattern = f"'{KEY_PARTS[0]}[{KEY_PARTS[1][0]}]{KEY_PARTS[1][1:]}'"
     environ = (
         "echo \"@@env $(env | tr '\\n' ' ')\";"
         f" for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null; tr '\\0' ' ' < $p/cmdline 2>/dev/null;"
-        f" echo; done | grep -c {needle} | sed 's/^/@@proc-hits /';"
+        f" echo; done | grep -c {pattern} | sed 's/^/@@proc-hits /';"
         " echo \"@@proc-count $(echo /proc/[0-9]* | wc -w)\";"
         f" grep -r -a -l -s {needle} /home /workspace /tmp /etc /run /opt | sed 's/^/@@file-hit /'"
     )
