@@ -12,6 +12,8 @@ and the scripted model server (TCP) are such services. A failed bind is a
 from __future__ import annotations
 
 import contextlib
+import selectors
+import socket
 import socketserver
 import threading
 from abc import ABC, abstractmethod
@@ -20,9 +22,26 @@ from typing import Self
 
 from agent_eval_sandbox.errors import UserError
 
-# The serving loop checks for shutdown this often: close() takes about as long.
-POLL_INTERVAL_S = 0.1
 JOIN_TIMEOUT_S = 5.0
+
+
+def _serve_until_woken(server: socketserver.TCPServer, wake: socket.socket) -> None:
+    """`serve_forever`, but stopped the moment `wake` becomes readable, not at the next poll.
+
+    A case opens and closes several services (its gateway channel, its hook
+    broker, offline its scripted model server); a polling loop would make
+    each close wait for its next tick.
+    """
+    server.timeout = 0  # handle_request() below: the connection is there, or it went away meanwhile
+    with selectors.DefaultSelector() as selector:
+        selector.register(server.fileno(), selectors.EVENT_READ, "request")
+        selector.register(wake, selectors.EVENT_READ, "wake")
+        while True:
+            ready = selector.select()
+            if any(key.data == "wake" for key, _ in ready):
+                return
+            server.handle_request()
+            server.service_actions()
 
 
 class SocketService(ABC):
@@ -46,8 +65,9 @@ class SocketService(ABC):
         self._activity = threading.Condition()
         self._in_flight = 0
         self._closed = False
-        self._server: socketserver.BaseServer | None = None
+        self._server: socketserver.TCPServer | None = None
         self._thread: threading.Thread | None = None
+        self._wake: tuple[socket.socket, socket.socket] | None = None
 
     # ---- what a kind of service provides
 
@@ -61,7 +81,7 @@ class SocketService(ABC):
     def thread_name(self) -> str: ...
 
     @abstractmethod
-    def _bind(self) -> socketserver.BaseServer:
+    def _bind(self) -> socketserver.TCPServer:
         """A bound, listening server; OSError when the address cannot be had."""
 
     def _started(self, server: socketserver.BaseServer) -> None:
@@ -92,7 +112,8 @@ class SocketService(ABC):
             self._stopped(server)
             raise
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL_S,),
+        self._wake = socket.socketpair()
+        self._thread = threading.Thread(target=_serve_until_woken, args=(server, self._wake[0]),
                                         name=self.thread_name, daemon=True)
         self._thread.start()
         return self
@@ -115,11 +136,16 @@ class SocketService(ABC):
             self._closed = True
         if server is None:
             return
-        server.shutdown()
-        server.server_close()
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake[1].send(b"x")
         if self._thread is not None:
             self._thread.join(timeout=JOIN_TIMEOUT_S)
             self._thread = None
+        server.server_close()
+        if wake is not None:
+            for end in wake:
+                end.close()
         with self._activity:
             self._activity.wait_for(lambda: self._in_flight == 0,
                                     timeout=self.close_grace_s if grace_s is None else grace_s)

@@ -40,26 +40,54 @@ from agent_eval_sandbox.runner.collect import collect_case
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.workspace import stage_invocation_workspace
-from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError
+from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError, SandboxSpec
 from agent_eval_sandbox.sandbox.policy import sandbox_spec
+from agent_eval_sandbox.sandbox.pool import DirectSandboxes, SandboxSource
 
 
 class CaseParts:
-    """Everything a case holds open; `close()` releases it all, the sandbox first in its own right."""
+    """Everything a case holds open; `close()` releases it all, the sandbox back to where it came from.
 
-    def __init__(self) -> None:
+    `sandboxes` gives the case its sandbox under `slot` (a pool made it while
+    earlier cases ran) and removes it when given back (in the background).
+    """
+
+    def __init__(self, sandboxes: SandboxSource, slot: str) -> None:
         self.stack = contextlib.ExitStack()
         self.channel: Channel | None = None
         self.broker: Broker | None = None
         self.sandbox: Sandbox | None = None
+        self.sandboxes, self.slot = sandboxes, slot
 
     def close(self) -> None:
-        # Side by side: removing a container takes a while, and so can stopping a server.
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            others = pool.submit(self.stack.close)
-            if self.sandbox is not None:
-                self.sandbox.destroy()
-            others.result()
+        try:
+            self.stack.close()
+        finally:
+            self.sandboxes.release(self.slot, self.sandbox)
+
+
+def sandbox_mount_points(stage: Path) -> tuple[Path, Path]:
+    """The case's channel directory and managed-settings file, made empty (idempotent).
+
+    Its sandbox bind-mounts both, fixed when it is made — maybe ahead of the
+    case, by a pool: the case then fills them in place (sockets, prompt,
+    settings written into the same file, never replaced by another).
+    """
+    channel_dir, managed = stage / "run", stage / "managed-settings.json"
+    channel_dir.mkdir(parents=True, mode=0o755, exist_ok=True)
+    channel_dir.chmod(0o755)  # the sandbox user must reach the sockets through it
+    managed.touch(mode=0o644)
+    managed.chmod(0o644)
+    return channel_dir, managed
+
+
+def case_sandbox_spec(ctx: RunContext, case_id: str, stage: Path) -> SandboxSpec:
+    """The spec of a case's sandbox: nothing of the case's data, only where it will be."""
+    channel_dir, managed = sandbox_mount_points(stage)
+    mounts = [BindMount(channel_dir, paths.RUN_DIR), BindMount(managed, paths.MANAGED_SETTINGS)]
+    mounts += [BindMount(r.host_path, r.container_path) for r in ctx.resources]
+    return sandbox_spec(ctx.config.sandbox, image=ctx.image_ref, run_id=ctx.run_id, case_id=case_id,
+                        timeout_s=ctx.settings.timeout_s, now=time.time(), mounts=mounts)
 
 
 # ---- the stages ------------------------------------------------------------------------
@@ -74,12 +102,10 @@ def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts
     status.state = "staging"
     out = ctx.run_dir.batch_logs if ctx.config.is_batch else ctx.run_dir.case(invocation.id).ensure()
     stage = ctx.staging / slot
-    workspace, collected, transcripts, channel_dir = (stage / "workspace", stage / "after", stage / "projects",
-                                                      stage / "run")
+    workspace, collected, transcripts = stage / "workspace", stage / "after", stage / "projects"
     for path in (collected, transcripts):
         path.mkdir(parents=True, exist_ok=True)
-    channel_dir.mkdir(parents=True, mode=0o755)
-    channel_dir.chmod(0o755)  # the sandbox user must reach the sockets through it
+    channel_dir, managed = sandbox_mount_points(stage)
     (channel_dir / paths.PROMPT_FILE_NAME).write_text(invocation.prompt, encoding="utf-8")
     out.prompt.write_text(invocation.prompt, encoding="utf-8")
     for case in invocation.cases:
@@ -90,9 +116,7 @@ def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts
     if settings.workspace_settings:
         (workspace / ".claude").mkdir(exist_ok=True)
         (workspace / ".claude" / "settings.json").write_text(json.dumps(settings.workspace_settings, indent=2))
-    managed = stage / "managed-settings.json"
-    managed.write_text(json.dumps(settings.managed_settings, indent=2))
-    managed.chmod(0o644)
+    managed.write_text(json.dumps(settings.managed_settings, indent=2))  # in place: it may be mounted already
     upstream = parts.stack.enter_context(ctx.models.case_upstream(invocation))
     channel = ctx.gateway.open_channel(
         invocation.id,
@@ -129,13 +153,9 @@ class LazySandbox:
             if ctx.cancelled.is_set():
                 raise SandboxError(INTERRUPTED)
             self._status.state = "starting"
-            mounts = [BindMount(staged.channel_dir, paths.RUN_DIR),
-                      BindMount(staged.managed_settings, paths.MANAGED_SETTINGS)]
-            mounts += [BindMount(r.host_path, r.container_path) for r in ctx.resources]
-            spec = sandbox_spec(ctx.config.sandbox, image=ctx.image_ref, run_id=ctx.run_id,
-                                case_id=staged.invocation.id, timeout_s=ctx.settings.timeout_s, now=time.time(),
-                                mounts=mounts)
-            self._parts.sandbox = ctx.backend.create(spec)
+            stage, case_id = staged.channel_dir.parent, staged.invocation.id
+            self._parts.sandbox = self._parts.sandboxes.take(self._parts.slot,
+                                                             lambda: case_sandbox_spec(ctx, case_id, stage))
             self._copy_in()
         return self._parts.sandbox
 
@@ -215,9 +235,12 @@ COPY_OUT_SLACK_BYTES = 64 * 1024 * 1024
 def copy_out(ctx: RunContext, staged: StagedCase, sandbox: Sandbox, status: CaseStatus) -> None:
     status.state = "collecting"
     cap = sandbox.spec.limits.workspace_bytes + COPY_OUT_SLACK_BYTES
-    sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
-    sandbox.copy_out(f"{paths.HOME}/.claude/projects", staged.transcripts, max_bytes=cap,
-                     max_files=COPY_OUT_MAX_FILES)
+    # Two volumes, so two archives (their only common parent is /): side by side, not one after the other.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="copy-out") as other:
+        transcripts = other.submit(sandbox.copy_out, f"{paths.HOME}/.claude/projects", staged.transcripts,
+                                   max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
+        sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
+        transcripts.result()
 
 
 def after_each(ctx: RunContext, staged: StagedCase, sandbox: Sandbox | None, copied_out: bool,
@@ -244,15 +267,18 @@ def after_each(ctx: RunContext, staged: StagedCase, sandbox: Sandbox | None, cop
 INTERRUPTED = "the run was interrupted before this case started"
 
 
-def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: str) -> CaseOutcome:
-    """Run one invocation and write its case files; never raises an Exception."""
+def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: str,
+             sandboxes: SandboxSource | None = None) -> CaseOutcome:
+    """Run one invocation and write its case files; never raises an Exception.
+
+    `sandboxes`: where the case's sandbox comes from (default: made on demand, removed at the end)."""
     status.started = time.monotonic()
     started_wall = time.time()
     if ctx.cancelled.is_set():
         # Nothing of a case runs once the run is interrupted, its hooks least of all.
         return _ended(status, uncollected_outcome(ctx, invocation, ctx.run_dir.case(invocation.id), started_wall,
                                                   0.0, ChannelUse(), INTERRUPTED))
-    parts = CaseParts()
+    parts = CaseParts(sandboxes or DirectSandboxes(ctx.backend), slot)
     staged: StagedCase | None = None
     agent = AgentRun(error="the case did not start")
     try:

@@ -11,11 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
+from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.runner import collect
 from agent_eval_sandbox.runner.context import CaseStatus
 from agent_eval_sandbox.runner.schedule import run_cases
 from agent_eval_sandbox.sandbox.base import SandboxError
 from agent_eval_sandbox.sandbox.fake import ExecCall, Hang, Reply
+from agent_eval_sandbox.sandbox.pool import REMOVERS
 from agent_eval_sandbox.sandbox.teardown import run_scope
 from tests.unit.runner.fake_cli import is_agent
 from tests.unit.runner.pipeline_fixture import RUN_ID, Pipeline
@@ -53,7 +55,8 @@ def test_no_more_cases_run_at_once_than_the_parallelism(eval_project, make_pipel
     cli.before = hold
     outcomes, statuses = _run(make_pipeline(parallelism=2))
 
-    assert peak == 2 and backend.peak_live == 2
+    # two running, two made ahead for the next cases, and finished ones still being removed (bounded)
+    assert peak == 2 and backend.peak_live <= 2 + 2 + (2 + REMOVERS)
     assert [o.end_reason for o in outcomes] == ["exited"] * 5
     assert all(status.finished is not None for status in statuses)
     assert backend.live == []
@@ -97,7 +100,10 @@ def test_once_the_run_is_cancelled_no_further_case_starts(eval_project, make_pip
     assert outcomes[0].end_reason == "exited"  # the running case ends as it would have
     assert [o.error for o in outcomes[1:]] == ["the run was interrupted before this case started"] * 2
     assert marks.read_text() == "c1\n"  # not even the later cases' hooks ran
-    assert len(cli.calls) == 1 and len(backend.created) == 1 and backend.live == []
+    assert len(cli.calls) == 1 and backend.live == []
+    # c2's sandbox may have been made ahead; nothing ever ran or went into it
+    assert all(s.did("exec") == [] and s.did("copy_in") == [] for s in backend.created[1:])
+    assert len(backend.created) <= 2
     assert [s.state for s in statuses] == ["done", "error", "error"]
 
 
@@ -122,8 +128,11 @@ def test_ctrl_c_removes_the_running_sandbox_and_the_queued_cases_never_start(eva
 
     assert signal.getsignal(signal.SIGINT) is previous
     assert pipeline.ctx.cancelled.is_set()
-    assert len(cli.calls) == 1 and len(backend.created) == 1 and backend.live == []
-    assert backend.reaped[0].case_id == "c1" and backend.reaped[0].reason == f"teardown of run {RUN_ID}"
+    assert len(cli.calls) == 1 and backend.live == []
+    assert all(s.did("exec") == [] and s.did("copy_in") == [] for s in backend.created[1:])
+    assert len(backend.created) <= 2  # c2's, made ahead, is removed with the rest
+    assert "c1" in {r.case_id for r in backend.reaped}
+    assert all(r.reason == f"teardown of run {RUN_ID}" for r in backend.reaped)
     # the running case still ended in its outcome; the queued ones never began
     c1 = pipeline.case_dir("c1").result.read_text()
     assert '"end_reason": "error"' in c1 and "destroyed while a command ran" in c1
@@ -223,3 +232,60 @@ def test_a_case_that_fails_leaves_no_sandbox_and_the_next_case_runs(eval_project
     assert statuses[1].finished is not None and statuses[2].finished is not None
     assert backend.live == [] and all(sandbox.destroyed for sandbox in backend.created)
     assert {"c1", "c3"} <= {_case_of(call) for call in cli.calls}
+
+
+# ---- sandboxes made ahead ----------------------------------------------------------------------------
+
+
+def test_the_next_case_s_sandbox_is_made_while_the_case_before_it_runs(eval_project, make_pipeline, backend, cli):
+    eval_project.eval_yaml()
+    for case_id in ("c1", "c2", "c3"):
+        eval_project.case(case_id)
+    made_during: dict[str, list[str]] = {}
+
+    def note_what_exists(call: ExecCall) -> None:
+        deadline = time.monotonic() + 5
+        wanted = {"c1": "c2", "c2": "c3"}.get(_case_of(call))
+        while wanted and wanted not in [s.spec.case_id for s in backend.created]:
+            assert time.monotonic() < deadline, f"{wanted}'s sandbox was not made while {_case_of(call)} ran"
+            time.sleep(0.005)
+        made_during[_case_of(call)] = [s.spec.case_id for s in backend.created]
+
+    cli.before = note_what_exists
+    outcomes, _ = _run(make_pipeline(parallelism=1))
+
+    assert [o.end_reason for o in outcomes] == ["exited"] * 3
+    assert made_during["c1"][:2] == ["c1", "c2"] and "c3" in made_during["c2"]
+    # one sandbox per case, made for it, and each ran one agent only: its own
+    assert sorted(s.spec.case_id for s in backend.created) == ["c1", "c2", "c3"]
+    assert sorted(_case_of(call) for call in cli.calls) == ["c1", "c2", "c3"]
+    assert all(len(s.did("exec")) == 1 for s in backend.created)
+    assert backend.live == []
+
+
+def test_a_sandbox_made_ahead_holds_nothing_of_its_case_and_mounts_only_its_own_directories(
+        eval_project, make_pipeline, backend, cli):
+    eval_project.eval_yaml()
+    for case_id in ("c1", "c2", "c3"):
+        eval_project.case(case_id, task=f"task of {case_id}")
+    at_creation: dict[str, dict[str, object]] = {}
+
+    def look_at_the_mounts(spec) -> None:
+        sources = {m.target: m.source for m in spec.mounts}
+        run_dir, managed = sources[paths.RUN_DIR], sources[paths.MANAGED_SETTINGS]
+        at_creation[spec.case_id] = {"run": sorted(p.name for p in run_dir.iterdir()),
+                                     "managed": managed.read_bytes(), "stage": run_dir.parent}
+
+    backend.on_create = look_at_the_mounts
+    prompts: dict[str, str] = {}
+
+    def read_prompt(call: ExecCall) -> None:
+        prompts[_case_of(call)] = call.read(f"{paths.RUN_DIR}/{paths.PROMPT_FILE_NAME}").decode()
+
+    cli.before = read_prompt
+    outcomes, _ = _run(make_pipeline(parallelism=1))
+
+    assert [o.end_reason for o in outcomes] == ["exited"] * 3
+    assert all(seen["run"] == [] and seen["managed"] == b"" for seen in at_creation.values()), at_creation
+    assert len({seen["stage"] for seen in at_creation.values()}) == 3  # each case's own directories
+    assert all(f"task of {case_id}" in prompts[case_id] for case_id in ("c1", "c2", "c3"))
