@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -33,6 +33,9 @@ from agent_eval_sandbox.config.settings import (
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
+
+if TYPE_CHECKING:
+    from agent_eval_sandbox.sandbox.image_gc import ImageGcResult
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -390,20 +393,41 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
 
 @cli.command()
 @click.option("--all", "remove_all", is_flag=True, help="Remove every object this tool manages, not only orphans.")
+@click.option("--images", is_flag=True,
+              help="Also remove sandbox images built from inputs that changed since (not one a container uses).")
 @click.option("--backend", default="docker", show_default=True, help="Sandbox backend.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def gc(remove_all: bool, backend: str, as_json: bool) -> None:
+def gc(remove_all: bool, images: bool, backend: str, as_json: bool) -> None:
     """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
     from agent_eval_sandbox.sandbox.registry import get_backend
 
     removed = get_backend(backend).gc(all=remove_all)
+    image_gc = _gc_images() if images else None
+    if image_gc is not None:
+        removed += image_gc.removed
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(r) for r in removed], indent=2))
+        listed = [dataclasses.asdict(r) for r in removed]
+        click.echo(json.dumps(listed if image_gc is None else {
+            "removed": listed, "freed_bytes": image_gc.freed_bytes, "images_in_use": image_gc.kept_in_use}, indent=2))
         return
     for item in removed:
-        click.echo(f"removed {item.kind} {item.name} (run {item.run_id}, case {item.case_id}): {item.reason}")
+        owner = "" if item.kind == "image" else f" (run {item.run_id}, case {item.case_id})"
+        click.echo(f"removed {item.kind} {item.name}{owner}: {item.reason}")
     click.echo(f"{len(removed)} object(s) removed")
+    if image_gc is not None:
+        for tag in image_gc.kept_in_use:
+            click.echo(f"kept image {tag}: a container uses it")
+        click.echo(f"{image_gc.freed_bytes / 2**20:.1f} MiB freed")
+
+
+def _gc_images() -> ImageGcResult:
+    from agent_eval_sandbox.sandbox.docker_errors import connect
+    from agent_eval_sandbox.sandbox.image import current_image_tags
+    from agent_eval_sandbox.sandbox.image_gc import remove_stale_images
+
+    client = connect()
+    return remove_stale_images(client, current_image_tags(client))
 
 
 @cli.command("model-server")

@@ -212,6 +212,21 @@ def ensure_sandbox_image(
         return SandboxImage(ref=ref, built=True, base=base_ref)
 
 
+def current_image_tags(client: docker.DockerClient, claude_version: str = DEFAULT_CLAUDE_VERSION,
+                       base_image: str | None = None) -> list[str]:
+    """The tags `ensure_sandbox_image` would build or use now, for both binary modes (runc, other runtimes).
+
+    The base is the one a run would choose, without pulling; the Claude Code
+    binary comes from its cache (or is fetched, as a build would).
+    """
+    _, base_id = resolve_base(client, base_image, pull=False)
+    with docker_errors("asking the daemon for its architecture"):
+        arch = client.api.info().get("Architecture") or "x86_64"
+    claude = ensure_claude_binary(claude_version, arch)
+    files = context_files()
+    return [image_tag(image_inputs(files, claude, base_id, arch, exec_only=mode)) for mode in (True, False)]
+
+
 def _write_context(out: tarfile.TarFile, files: Mapping[str, Path], claude: ClaudeBinary, *, exec_only: bool) -> None:
     def add(name: str, path: Path, mode: int) -> None:
         info = out.gettarinfo(str(path), arcname=name)
