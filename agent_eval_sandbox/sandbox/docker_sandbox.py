@@ -48,7 +48,9 @@ from agent_eval_sandbox.sandbox.outcome import (
     PROBE_CMD,
     CgroupCounters,
     classify_end,
+    host_cgroup_files,
     parse_probe,
+    probe_lines,
 )
 
 # Set on "kill_exec" commands so that their processes (and children that
@@ -351,11 +353,20 @@ class DockerSandbox(Sandbox):
         return None
 
     def _probe(self, attempts: int = 3) -> CgroupCounters | None:
-        """The sandbox's cgroup counters, read by a command inside it.
+        """The sandbox's cgroup counters: from the host's cgroup files under runc, else read by a
+        command inside it.
 
-        With the pids table full even this command may fail to start; a
+        With the pids table full even that command may fail to start; a
         short-lived fork bomb frees it again within moments, hence the retries.
         """
+        counters = self._host_counters()
+        if counters is None:
+            counters = self._probe_inside(attempts)
+        if counters is not None:
+            self._counters = counters
+        return counters
+
+    def _probe_inside(self, attempts: int) -> CgroupCounters | None:
         for attempt in range(attempts):
             if attempt:
                 time.sleep(0.2)
@@ -367,8 +378,24 @@ class DockerSandbox(Sandbox):
                 continue
             counters = parse_probe(output.decode(errors="replace"))
             if counters is not None:
-                self._counters = counters
                 return counters
+        return None
+
+    def _host_counters(self) -> CgroupCounters | None:
+        """The counters from the container's cgroup on this host: no exec on the case's critical path.
+
+        Only under runc, whose container cgroup is the one the probe reads
+        inside (gVisor keeps its own); None when this host does not show it
+        (another cgroup layout, a daemon elsewhere).
+        """
+        if self._spec.hardening.runtime not in (None, "runc"):
+            return None
+        for memory, pids in host_cgroup_files(self._id):
+            try:
+                text = probe_lines(memory, Path(memory).read_text()) + probe_lines(pids, Path(pids).read_text())
+            except OSError:
+                continue
+            return parse_probe(text)
         return None
 
     def _pids_exhausted(self) -> bool | None:

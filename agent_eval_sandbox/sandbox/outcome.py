@@ -26,6 +26,27 @@ PROBE_FILES = (
 PROBE_CMD = ("grep", "-sH", ".", *PROBE_FILES)
 
 
+def host_cgroup_files(container_id: str, root: str = "/sys/fs/cgroup") -> tuple[tuple[str, str], ...]:
+    """(memory file, pids file) pairs where a runc container's cgroup may be on the daemon's host.
+
+    The same counters the probe reads inside, without starting a command: for
+    Docker's cgroupfs and systemd drivers, cgroup v1 and v2. A daemon with a
+    cgroup parent of its own matches none of them (the probe is used then).
+    """
+    scope = f"system.slice/docker-{container_id}.scope"
+    return (
+        (f"{root}/memory/docker/{container_id}/memory.oom_control", f"{root}/pids/docker/{container_id}/pids.events"),
+        (f"{root}/memory/{scope}/memory.oom_control", f"{root}/pids/{scope}/pids.events"),
+        (f"{root}/docker/{container_id}/memory.events", f"{root}/docker/{container_id}/pids.events"),
+        (f"{root}/{scope}/memory.events", f"{root}/{scope}/pids.events"),
+    )
+
+
+def probe_lines(path: str, text: str) -> str:
+    """A cgroup file's content as the probe prints it (`path:line`), for `parse_probe`."""
+    return "".join(f"{path}:{line}\n" for line in text.splitlines())
+
+
 @dataclass(frozen=True)
 class CgroupCounters:
     oom_kills: int

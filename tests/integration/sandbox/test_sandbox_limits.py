@@ -76,3 +76,17 @@ def test_a_lasting_fork_bomb_is_frozen_at_the_deadline(make_sandbox):
     assert result.pids_limit_hit is True
     assert result.duration_s < 4 + 5
     assert bomb.frozen
+
+
+def test_the_counters_read_on_the_host_are_the_ones_the_sandbox_sees(make_sandbox):
+    """Under runc the counters come from the host's cgroup files (no exec after each command): they
+    must be the very counters the probe reads inside — here, after an OOM kill and a refused fork."""
+    box = make_sandbox("counters", limits=Limits(pids=32, memory_bytes=128 * MiB))
+    hog = box.exec(["python3", "-c", "b = bytearray()\nwhile True: b.extend(b'x' * 2**20)"], timeout=60)
+    forks = box.exec(["python3", "-c", "import os\nfor _ in range(64):\n  try: os.fork() or os._exit(0)\n"
+                      "  except OSError: pass\n"], timeout=60)
+    on_host = box._host_counters()
+    inside = box._probe_inside(attempts=3)
+    assert on_host is not None, "this host shows runc containers' cgroups under a known layout"
+    assert on_host == inside and on_host.oom_kills == 1 and on_host.pids_refused >= 1, (on_host, inside)
+    assert hog.end_reason is EndReason.OOM_KILLED and forks.pids_limit_hit is True

@@ -13,7 +13,9 @@ from agent_eval_sandbox.sandbox.base import EndReason
 from agent_eval_sandbox.sandbox.outcome import (
     CgroupCounters,
     classify_end,
+    host_cgroup_files,
     parse_probe,
+    probe_lines,
     signal_of,
 )
 
@@ -92,3 +94,16 @@ def test_signal_of():
     assert signal_of(128) is None
     assert signal_of(255) is None
     assert signal_of(1) is None
+
+
+def test_host_cgroup_files_read_as_the_probe_prints_them(tmp_path):
+    cid = "ab" * 32
+    memory, pids = host_cgroup_files(cid, root=str(tmp_path))[0]
+    assert memory == f"{tmp_path}/memory/docker/{cid}/memory.oom_control"
+    assert pids == f"{tmp_path}/pids/docker/{cid}/pids.events"
+    text = probe_lines(memory, "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n") + probe_lines(pids, "max 5\n")
+    assert parse_probe(text) == CgroupCounters(oom_kills=2, pids_refused=5)
+    # every layout names one memory file and one pids file of that container
+    for memory, pids in host_cgroup_files(cid):
+        assert cid in memory and cid in pids
+        assert memory.endswith(("memory.oom_control", "memory.events")) and pids.endswith("pids.events")
