@@ -655,6 +655,8 @@ class ModelGateway:
             policy=self.policy,
         ).start()
         with self._lock:
+            # Closed ones go: each holds its case's conversation, and a run may have thousands of cases.
+            self._channels = [c for c in self._channels if not c.closed]
             self._channels.append(channel)
         return channel
 

@@ -304,6 +304,7 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
 
 def _ended(status: CaseStatus, outcome: CaseOutcome) -> CaseOutcome:
     status.final_cost = outcome.cost_usd or 0.0
+    status.channel_cost = None  # the status lives as long as the run; the case's channel need not
     status.finished = time.monotonic()
     status.state = outcome.end_reason if outcome.end_reason != "exited" else (
         "done" if outcome.exit_code == 0 else f"exit {outcome.exit_code}")

@@ -3,12 +3,14 @@ the request policy, streams cut short, connection caps and idle timeouts (no Doc
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import socket
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -346,3 +348,22 @@ def test_calls_on_the_cases_behalf_reserve_and_are_charged_and_logged(sock_dir):
     assert [r["outcome"] for r in records] == ["hook_model", "hook_model"]
     assert records[0]["usage"]["input_tokens"] == 1000 and records[1]["spent_usd"] == pytest.approx(0.0065)
     assert records[0]["request"] is None  # the prompt (which holds case context) is not logged here
+
+
+def test_a_long_run_s_gateway_lets_go_of_closed_channels(sock_dir):
+    """A run opens a channel per case: a closed one (and the conversation it recorded) is not kept
+    for the rest of the run, while open ones still close with the gateway."""
+    upstream = _scripted([{"text": "ok"}] * 4)
+    gateway = ModelGateway(upstream.url, Credentials(api_key="sk-host"), policy=POLICY)
+    first = gateway.open_channel("c1", sock_dir / "1.sock", 1.0, sock_dir / "1.jsonl")
+    with _client(first.socket_path) as client:
+        assert client.post("/v1/messages", json=_body(10)).status_code == 200
+    first.close()
+    gone = weakref.ref(first)
+    del first
+    second = gateway.open_channel("c2", sock_dir / "2.sock", 1.0, sock_dir / "2.jsonl")
+    gc.collect()
+    assert gone() is None
+    gateway.close()
+    upstream.close()
+    assert second.closed
