@@ -299,6 +299,8 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
         outcome = uncollected_outcome(ctx, invocation, out, started_wall, status.elapsed, ChannelUse.of(parts.channel),
                                       internal_error("preparing the case" if staged is None else
                                                      "collecting the case's results", exc, out))
+    # Everything of it is in the run directory now; a long run would keep thousands of copies.
+    shutil.rmtree(ctx.staging / slot, ignore_errors=True)
     return _ended(status, outcome)
 
 

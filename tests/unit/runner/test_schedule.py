@@ -252,7 +252,8 @@ def test_the_next_case_s_sandbox_is_made_while_the_case_before_it_runs(eval_proj
         made_during[_case_of(call)] = [s.spec.case_id for s in backend.created]
 
     cli.before = note_what_exists
-    outcomes, _ = _run(make_pipeline(parallelism=1))
+    pipeline = make_pipeline(parallelism=1)
+    outcomes, _ = _run(pipeline)
 
     assert [o.end_reason for o in outcomes] == ["exited"] * 3
     assert made_during["c1"][:2] == ["c1", "c2"] and "c3" in made_during["c2"]
@@ -261,6 +262,8 @@ def test_the_next_case_s_sandbox_is_made_while_the_case_before_it_runs(eval_proj
     assert sorted(_case_of(call) for call in cli.calls) == ["c1", "c2", "c3"]
     assert all(len(s.did("exec")) == 1 for s in backend.created)
     assert backend.live == []
+    # each case's staging directory went once its results were in the run directory
+    assert [p.name for p in pipeline.ctx.staging.iterdir() if p.name.isdigit()] == []
 
 
 def test_a_sandbox_made_ahead_holds_nothing_of_its_case_and_mounts_only_its_own_directories(
@@ -268,12 +271,14 @@ def test_a_sandbox_made_ahead_holds_nothing_of_its_case_and_mounts_only_its_own_
     eval_project.eval_yaml()
     for case_id in ("c1", "c2", "c3"):
         eval_project.case(case_id, task=f"task of {case_id}")
+    pipeline = make_pipeline(parallelism=1)
     at_creation: dict[str, dict[str, object]] = {}
 
     def look_at_the_mounts(spec) -> None:
         sources = {m.target: m.source for m in spec.mounts}
         run_dir, managed = sources[paths.RUN_DIR], sources[paths.MANAGED_SETTINGS]
-        at_creation[spec.case_id] = {"run": sorted(p.name for p in run_dir.iterdir()),
+        at_creation[spec.case_id] = {"started": pipeline.case_dir(spec.case_id).path.exists(),
+                                     "run": sorted(p.name for p in run_dir.iterdir()),
                                      "managed": managed.read_bytes(), "stage": run_dir.parent}
 
     backend.on_create = look_at_the_mounts
@@ -281,11 +286,14 @@ def test_a_sandbox_made_ahead_holds_nothing_of_its_case_and_mounts_only_its_own_
 
     def read_prompt(call: ExecCall) -> None:
         prompts[_case_of(call)] = call.read(f"{paths.RUN_DIR}/{paths.PROMPT_FILE_NAME}").decode()
+        time.sleep(0.2)  # the next case's sandbox is made meanwhile, before that case starts
 
     cli.before = read_prompt
-    outcomes, _ = _run(make_pipeline(parallelism=1))
+    outcomes, _ = _run(pipeline)
 
     assert [o.end_reason for o in outcomes] == ["exited"] * 3
-    assert all(seen["run"] == [] and seen["managed"] == b"" for seen in at_creation.values()), at_creation
+    ahead = {case_id: seen for case_id, seen in at_creation.items() if not seen["started"]}
+    assert set(ahead) >= {"c2", "c3"}, at_creation
+    assert all(seen["run"] == [] and seen["managed"] == b"" for seen in ahead.values()), ahead
     assert len({seen["stage"] for seen in at_creation.values()}) == 3  # each case's own directories
     assert all(f"task of {case_id}" in prompts[case_id] for case_id in ("c1", "c2", "c3"))
