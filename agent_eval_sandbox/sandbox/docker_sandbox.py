@@ -98,6 +98,7 @@ _KILL_WAIT_S = 5.0
 # After the command exited, output its last writes may still be in flight.
 _LINGER_S = 0.3
 _MAX_POLL_S = 1.0
+_EXIT_POLL_S = 0.005
 _GO_MODE_DIR = 1 << 31  # os.ModeDir in the stat header of Docker's archive API
 
 
@@ -311,12 +312,17 @@ class DockerSandbox(Sandbox):
         open after the command exited, and a command can close it and go on.
         """
         poll = 0.05
+        ended_output = False
         while True:
             if self._destroyed:
                 raise SandboxError(f"sandbox {self._name} was destroyed while a command ran")
             now = time.monotonic()
             if (deadline is not None and now >= deadline) or self._frozen.is_set():
                 return None
+            if pump.done.is_set() and not ended_output:
+                # Its output just ended: the command is most likely exiting, and the daemon reports
+                # that a moment later. Look again soon, not after a poll grown long while it ran.
+                ended_output, poll = True, _EXIT_POLL_S
             wait = poll if deadline is None else min(poll, deadline - now)
             if pump.done.is_set():
                 self._frozen.wait(wait)
