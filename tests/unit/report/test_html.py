@@ -307,3 +307,12 @@ def test_without_thresholds_or_judges_the_page_says_so() -> None:
     text = text_of(render_html(empty, RUN, OUTCOMES, lambda c: VIEWS[c]))
     assert "No judges ran: nothing was checked." in text
     assert "case-3" in text  # a case the run knows of is listed even though nothing judged it
+
+
+def test_batch_mode_shows_the_one_conversation_once() -> None:
+    batch = CaseView("batch invocation", ".", outcome=OUTCOMES["case-1"], events=[assistant("BATCH-TURN handles all")])
+    views = {cid: replace(view, events=None, events_note="batch mode: shown once, above") for cid, view in VIEWS.items()}
+    markup = page(run=replace(RUN, batch=batch, mode="batch"), views=views)
+    details = text_of(_section(markup, "details"))
+    assert details.count("BATCH-TURN handles all") == 1 and "The batch invocation" in details
+    assert details.count("batch mode: shown once, above") == 3
