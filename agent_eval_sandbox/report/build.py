@@ -23,6 +23,7 @@ from agent_eval_sandbox.report.summary import (
     summarize,
     write_summary,
 )
+from agent_eval_sandbox.rundir.layout import is_case_id
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 from agent_eval_sandbox.rundir.write import write_text
 
@@ -91,7 +92,8 @@ class ScoreResult:
 
 def write_reports(run: FinishedRun, summary: Summary) -> ReportPaths:
     summary_yaml, summary_json = write_summary(run.dir, summary)
-    outcomes = {case_id: run.outcome(case_id) for case_id in [*summary.per_case, *run.case_ids]}
+    outcomes = {case_id: run.outcome(case_id) if is_case_id(case_id) else None
+                for case_id in [*summary.per_case, *run.case_ids]}
     page = render_html(summary, read_run_view(run, summary.eval), outcomes,
                        lambda case_id: read_case_view(run, case_id))
     write_text(run.dir.report_html, page)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval_sandbox.report.view import CaseView, FileView, RunView
-from agent_eval_sandbox.rundir.layout import CASE_RECORDS, CaseDir, RunDir, relative_link
+from agent_eval_sandbox.rundir.layout import CASE_RECORDS, CaseDir, RunDir, is_case_id, relative_link
 from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import (
     MAX_EVENTS_BYTES,
@@ -102,6 +102,9 @@ def read_case_view(run: FinishedRun, case_id: str) -> CaseView:
     """Everything report.html shows of one case."""
     root = run.dir
     case = run.case(case_id)
+    if not is_case_id(case_id):  # e.g. an edited summary.json: never read outside cases/
+        return CaseView(case_id=case_id, location=relative_link(run.dir, run.dir.cases),
+                        events_note="not a case id this tool writes: nothing of it is read")
     batch = run.is_batch
     events, problem = (None, None) if batch else _events(case.events)
     note = problem

@@ -44,6 +44,8 @@ def test_what_is_missing_is_a_note_not_an_error(tmp_path: Path) -> None:
     broken = read_case_view(run, "001-ada")
     assert broken.events is None and broken.events_note
     assert read_case_view(run, "no-such-case").outcome is None
+    outside = read_case_view(run, "../../etc")  # a case id from an edited summary.json is never a path
+    assert outside.outcome is None and outside.prompt is None and outside.files == () and outside.present == ()
 
 
 def test_big_files_are_read_only_up_to_a_cap_and_symlinks_are_not_followed(tmp_path: Path) -> None:
