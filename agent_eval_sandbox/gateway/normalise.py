@@ -18,7 +18,14 @@ lists them for users):
    (`USD budget: …`, `<total_tokens>N tokens left`) and durations
    (`<duration_ms>N`) lose their numbers; the billing header's
    `cc_version=…` → `cc_version=<version>`; the `OS Version:` line of the
-   environment → `OS Version: <os>`.
+   environment → `OS Version: <os>`;
+6. parallel tool results: the CLI runs a turn's tool calls at once and sends
+   their results in the order they finished, with its `<system-reminder>`
+   notes appended to whichever came last. In each message the notes are taken
+   off the end of every tool result (and the result's trailing whitespace,
+   which the CLI trims before appending) and kept, in order, in one block at
+   the message's end; the tool results are put in the order of the calls
+   they answer (their `<toolu#N>`).
 
 Everything else — the model, the system prompt, the tools, every message and
 tool result, max_tokens, thinking — must be equal.
@@ -41,6 +48,9 @@ _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b")
 _NUMBER = r"[0-9][0-9.eE+-]*"
+_TRAILING_REMINDERS = re.compile(r"(?:\s*<system-reminder>.*?</system-reminder>)+\s*\Z", re.S)
+_ORDINAL = re.compile(r"<toolu#(\d+)>")
+NOTES_BLOCK = "_notes"  # the block normalisation gathers a message's reminders in
 _STRING_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (_UUID, "<uuid>"),
     (_ISO_DATE, "<date>"),
@@ -98,6 +108,60 @@ def normalise_string(text: str, rename: Callable[[str], str] = lambda t: t) -> s
     return text
 
 
+def _detach(text: str) -> tuple[str, list[str]]:
+    """A tool result's text without the reminders appended to it (and its trailing whitespace); the reminders."""
+    match = _TRAILING_REMINDERS.search(text)
+    if match is None:
+        return text.rstrip(), []
+    return text[:match.start()].rstrip(), [match.group(0).strip()]
+
+
+def _detach_content(content: Any) -> tuple[Any, list[str]]:
+    if isinstance(content, str):
+        return _detach(content)
+    if not isinstance(content, list):
+        return content, []
+    kept: list[Any] = []
+    notes: list[str] = []
+    for part in content:
+        text = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+        if not isinstance(text, str):
+            kept.append(part)
+            continue
+        text, found = _detach(text)
+        notes += found
+        if text:
+            kept.append({**part, "text": text})
+    return kept, notes
+
+
+def _answer_order(block: Any) -> int:
+    match = _ORDINAL.fullmatch(str(block.get("tool_use_id", "")))
+    return int(match.group(1)) if match else 0
+
+
+def _settle_tool_results(message: dict[str, Any]) -> dict[str, Any]:
+    """Rule 6 on one (already normalised) message."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return message
+    blocks: list[Any] = []
+    notes: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            inner, found = _detach_content(block.get("content"))
+            block = {**block, "content": inner}
+            notes += found
+        blocks.append(block)
+    slots = [i for i, b in enumerate(blocks) if isinstance(b, dict) and b.get("type") == "tool_result"]
+    for slot, block in zip(slots, sorted((blocks[i] for i in slots), key=_answer_order), strict=True):
+        blocks[slot] = block
+    if notes:
+        blocks.append({"type": NOTES_BLOCK, "text": "\n".join(notes)})
+    return {**message, "content": blocks}
+
+
 def normalise_request(body: Any) -> Any:
     """The body with the rules above applied (a new value; `body` is not changed)."""
     rename = _id_renamer(_strings(body))
@@ -120,7 +184,11 @@ def normalise_request(body: Any) -> Any:
             return [walk(part) for part in item]
         return item
 
-    return walk(body, top=True)
+    normalised = walk(body, top=True)
+    if isinstance(normalised, dict) and isinstance(normalised.get("messages"), list):
+        normalised["messages"] = [_settle_tool_results(m) if isinstance(m, dict) else m
+                                  for m in normalised["messages"]]
+    return normalised
 
 
 def canonical(value: Any) -> str:
