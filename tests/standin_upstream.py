@@ -79,7 +79,9 @@ def plan_answer(body: dict[str, Any], seed: str) -> tuple[list[dict[str, Any]], 
     name = "".join(Conversation(seed, first).rng(0).sample(WORDS, 2))
     words = " ".join(rng.sample(WORDS, 3) + [rng.choice(NON_ASCII)])
     if turn == 0:
-        command = f"mkdir -p out && printf '%s\\n' '{words}' > out/{name}.txt && echo wrote {name}"
+        # The sandbox's placeholder key goes into the conversation: recordings must not keep it.
+        command = (f"mkdir -p out && printf '%s\\n' '{words}' > out/{name}.txt && echo wrote {name}"
+                   " && printenv ANTHROPIC_API_KEY")
         return [{"type": "text", "text": f"Starting with {words}."},
                 {"type": "tool_use", "id": _id("toolu_"), "name": "Bash", "input": {"command": command}}], "tool_use"
     if turn == 1:

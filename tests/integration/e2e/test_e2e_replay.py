@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from agent_eval_sandbox.gateway.cassette import load_cassette
+from agent_eval_sandbox.gateway.normalise import normalise_request
 from tests.integration.e2e.conftest import EvalProject, RunResult
 from tests.standin_upstream import StandinUpstream
 
@@ -129,8 +130,12 @@ def test_no_file_of_a_recorded_run_holds_the_key_and_no_cassette_the_placeholder
     for path in files:
         assert "Zq8v" not in path.read_text(errors="replace"), path
     for case_id in CASES:
+        # the agent printed the placeholder key, and sent it back to the model in its next request...
+        assert any("sk-ant-agent-eval-sandbox-placeholder" in r for r in live.tool_results(case_id))
         text = (live.case(case_id) / "cassette.jsonl").read_text()
+        # ...which the cassette keeps as [redacted], as it keeps no auth header
         assert "sk-ant-agent-eval-sandbox-placeholder" not in text and "x-api-key" not in text.lower()
+        assert "wrote" in text and "[redacted]" in text
 
 
 def test_the_cassette_holds_the_streams_as_the_upstream_sent_them(recorded):
@@ -185,3 +190,43 @@ def test_a_cassette_made_a_model_script_reruns_the_case_offline(recorded, tmp_pa
         assert now["token_usage"] == was["token_usage"]
         assert _files(rerun.case(case_id)) == _files(live.case(case_id))
     assert _verdicts(rerun) == _verdicts(live)
+
+
+def test_a_run_whose_subagent_runs_beside_the_main_agent_replays(project):
+    """The main agent starts a background subagent; their requests interleave, and each finds its own
+    exchange in the cassette (recorded here from a scripted model, served per request)."""
+    project.eval_yaml("""
+        name: e2e-replay-subagent
+        execution: {prompt: "{q}", timeout: 180}
+        models: {skill: claude-sonnet-4-6}
+        runner: {permission_mode: bypassPermissions}
+        dataset: {path: cases}
+    """)
+    project.case("c1", {"q": "delegate"})
+    project.write("cases/c1/model_script.yaml", yaml.safe_dump({"advance": "per_request", "steps": [
+        {"tool": "Task", "input": {"description": "look around", "prompt": "list the files",
+                                   "subagent_type": "general-purpose"}},
+        {"tool": "Bash", "input": {"command": "echo from-a-thread"}},
+        {"text": "one thread done"},
+        {"text": "all done"},
+    ]}))
+    live = project.run("--offline", "--record", "--run-id", "live")
+    assert live.process.returncode == 0, live.process.stderr
+    entries = load_cassette(live.case("c1") / "cassette.jsonl").entries
+    billing = {json.dumps(e.request["system"][0]) for e in entries}
+    assert len(billing) == 2  # the main agent's requests and the subagent's
+    (project.root / "cases" / "c1" / "model_script.yaml").unlink()
+    replay = project.run("--replay", str(live.run_dir), "--run-id", "replayed")
+    assert replay.process.returncode == 0, replay.process.stderr
+    now, was = replay.case_result("c1"), live.case_result("c1")
+    assert now["end_reason"] == "exited", now
+    assert (now["result"], now["num_turns"], now["token_usage"]) == (was["result"], was["num_turns"],
+                                                                      was["token_usage"])
+    # the same events, but for the background agent's id and the session's (new in every run), their order
+    # and the last digits of the CLI's cost (its sum of the two threads' costs, in the order they came)
+    def events(run: RunResult) -> list[str]:
+        return sorted(json.dumps({k: round(v, 9) if isinstance(v, float) else v for k, v in e.items()},
+                                 sort_keys=True) for e in normalise_request(_events(run, "c1")))
+
+    assert events(replay) == events(live)
+    assert any("agentId: <agent#1>" in e for e in events(live))
