@@ -277,10 +277,16 @@ def _execute(
     outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
     score = outcome.score
     assert score is not None
+    # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
+    drifted = sorted(case for case, reason in outcome.result.end_reasons.items() if reason == "replay_mismatch")
+    exit_code = score.exit_code or (1 if drifted else 0)
+    if drifted:
+        click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
+                   f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
     if as_json:
         click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
                                "score": score.to_json()}, indent=2, default=str))
-        sys.exit(score.exit_code)
+        sys.exit(exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
     result = outcome.result
     console.print(
@@ -289,7 +295,7 @@ def _execute(
         highlight=False,
     )
     _print_score(score)
-    sys.exit(score.exit_code)
+    sys.exit(exit_code)
 
 
 def _print_score(score: Any) -> None:

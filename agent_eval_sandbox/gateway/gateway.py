@@ -9,7 +9,8 @@ case's budget and lowers its max_tokens to fit (budget.py), forwards it
 upstream with the host's credentials (the container only ever has a
 placeholder), relays streams as they arrive, replaces the reservation by what
 the response reports (a stream cut short by bound, see `_charge_cut_short`),
-and logs every exchange. It holds at most a few of a case's connections and
+and logs every exchange; a channel given a cassette path also records what it
+forwards, for replay (cassette.py). It holds at most a few of a case's connections and
 requests at once, and closes idle connections.
 """
 

@@ -158,7 +158,10 @@ def test_a_changed_skill_ends_the_replay_with_replay_mismatch_and_the_diff(recor
     started = time.monotonic()
     replay = drifted.run("--replay", str(live.run_dir))
     assert time.monotonic() - started < 300  # it ends, it does not hang
-    assert replay.process.returncode == 0, replay.process.stderr
+    # no threshold is set: the run fails for the drift itself
+    assert replay.process.returncode == 1, replay.process.stderr
+    assert ("REPLAY MISMATCH: 2 case(s) asked for what their cassette does not hold: alpha, beta"
+            in replay.process.stderr)
     for case_id in CASES:
         outcome = replay.case_result(case_id)
         assert outcome["end_reason"] == "replay_mismatch", outcome
