@@ -173,6 +173,10 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--offline", is_flag=True,
               help="Use each case's model_script.yaml as the model (scripted server behind the gateway): "
               "no key, no network.")
+@click.option("--record", is_flag=True,
+              help="Keep each case's model exchanges as cases/<id>/cassette.jsonl, for --replay.")
+@click.option("--replay", type=click.Path(path_type=Path),
+              help="Play each case's model from the cassettes of this recorded run: no key, no network.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
@@ -189,6 +193,8 @@ def run(
     parallelism: int | None,
     skill_args: str | None,
     offline: bool,
+    record: bool,
+    replay: Path | None,
     runs_dir: str | None,
     run_id: str | None,
     claude_version: str | None,
@@ -196,6 +202,9 @@ def run(
     as_json: bool,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
+    if offline and replay is not None:
+        raise UserError("--offline and --replay are exclusive",
+                        fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
     loaded = load_with_warnings(eval_yaml)
     dataset = load_dataset_with_warnings(loaded)
     overrides = CliOverrides(
@@ -211,7 +220,8 @@ def run(
     if not dry_run:
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
-                 claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json)
+                 claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
+                 replay=replay)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -239,6 +249,8 @@ def _execute(
     claude_version: str | None,
     rebuild_image: bool,
     as_json: bool,
+    record: bool = False,
+    replay: Path | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -253,9 +265,11 @@ def _execute(
         invocations=invocations,
         runs_base=runs_base(runs_dir, os.environ),
         run_id=validate_run_id(run_id) if run_id else new_run_id(),
-        offline=offline,
+        offline=offline or replay is not None,
         claude_version=claude_version,
         rebuild_image=rebuild_image,
+        record=record,
+        replay=replay,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -263,10 +277,16 @@ def _execute(
     outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
     score = outcome.score
     assert score is not None
+    # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
+    drifted = sorted(case for case, reason in outcome.result.end_reasons.items() if reason == "replay_mismatch")
+    exit_code = score.exit_code or (1 if drifted else 0)
+    if drifted:
+        click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
+                   f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
     if as_json:
         click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
                                "score": score.to_json()}, indent=2, default=str))
-        sys.exit(score.exit_code)
+        sys.exit(exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
     result = outcome.result
     console.print(
@@ -275,7 +295,7 @@ def _execute(
         highlight=False,
     )
     _print_score(score)
-    sys.exit(score.exit_code)
+    sys.exit(exit_code)
 
 
 def _print_score(score: Any) -> None:
@@ -420,6 +440,33 @@ def model_server(script: Path, host: str, port: int) -> None:
     from agent_eval_sandbox.gateway.model_server import serve
 
     serve(script, host, port)
+
+
+@cli.group()
+def cassette() -> None:
+    """Work with the cassettes of recorded runs (`run --record`)."""
+
+
+@cassette.command("to-script")
+@click.argument("cassette_path", metavar="CASSETTE", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: stdout).")
+@click.option("--advance", type=click.Choice(["per_turn", "per_request"]),
+              help="How the script picks its steps (default: per_turn when the recording allows it).")
+@handle_errors
+def cassette_to_script_command(cassette_path: Path, output: Path | None, advance: str | None) -> None:
+    """Write CASSETTE (a cassette.jsonl, or a case directory holding one) as a model_script.yaml."""
+    from agent_eval_sandbox.gateway.cassette import load_cassette
+    from agent_eval_sandbox.gateway.script import Advance
+    from agent_eval_sandbox.gateway.to_script import cassette_to_script
+    from agent_eval_sandbox.rundir.layout import CaseDir
+
+    path = CaseDir(cassette_path).cassette if cassette_path.is_dir() else cassette_path
+    text = cassette_to_script(load_cassette(path), Advance(advance) if advance else None)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
 
 
 # Each running case holds sockets, pipes and log files; the usual soft limit of

@@ -48,6 +48,8 @@ MODIFIED_DIR = "_modified"
 WORKSPACE_DIFF = "workspace.diff"
 GATEWAY_LOG = "gateway.jsonl"
 TOOL_DECISIONS = "tool_decisions.jsonl"
+CASSETTE = "cassette.jsonl"
+REPLAY_DIFF = "replay_diff.txt"
 CASE_RESULT = RUN_RESULT
 CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # What the tool itself writes into a case directory; everything else there was collected from the sandbox.
@@ -137,6 +139,16 @@ class CaseDir:
     @property
     def tool_decisions(self) -> Path:
         return self.path / TOOL_DECISIONS
+
+    @property
+    def cassette(self) -> Path:
+        """The case's model exchanges (`run --record`), what `run --replay` serves."""
+        return self.path / CASSETTE
+
+    @property
+    def replay_diff(self) -> Path:
+        """A replayed case's mismatch: the recorded request against the one sent."""
+        return self.path / REPLAY_DIFF
 
     @property
     def hook_outputs(self) -> Path:
