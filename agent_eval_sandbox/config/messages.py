@@ -124,7 +124,13 @@ def _first_relevant(exc: ValidationError) -> ErrorDetails:
     """The error to show: our own rules' first, since a union reports every member's complaint."""
     errors = exc.errors(include_url=False)
     ours = [e for e in errors if isinstance((e.get("ctx") or {}).get("error"), RuleError)]
-    return (ours or errors)[0]
+    if ours:
+        return ours[0]
+    # Of a union's complaints, the one that went deepest is about the form the user meant
+    # (a {path, tools} rule missing its path, rather than "not a string").
+    first_loc = errors[0]["loc"][:-1]
+    siblings = [e for e in errors if e["loc"][: len(first_loc)] == first_loc]
+    return max(siblings, key=lambda e: len(e["loc"]))
 
 
 def validation_error(path: Path, exc: ValidationError, raw: Any) -> ConfigError:
@@ -141,7 +147,10 @@ def validation_error(path: Path, exc: ValidationError, raw: Any) -> ConfigError:
         message = "is required"
         fix = fix or f"add {loc[-1]}"
     else:
-        message = _predicate(error) + ("" if "(got " in _predicate(error) else _got(error.get("input")))
+        predicate = _predicate(error)
+        got = _got(error.get("input"))
+        shown = "(got " in predicate or (bool(got) and got[len(" (got "):-1] in predicate)
+        message = predicate if shown else predicate + got
     where = dotted(loc)
     if where and message.startswith(where):
         text = message  # a rule that already names its field, e.g. a nested block's own message

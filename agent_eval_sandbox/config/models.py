@@ -473,7 +473,8 @@ class OutputConfig(Model):
         first = normal.split("/")[0]
         if first.casefold() in _CASE_RECORD_NAMES:
             raise RuleError(
-                f"{value!r} would be collected over {first!r}, a file the tool writes for each case",
+                f"starts with {first!r}, a name the tool gives its own record of each case; the collected "
+                f"output would replace it (got {value!r})",
                 fix="have the skill write into a subdirectory with another name, e.g. artifacts/",
             )
         return normal
