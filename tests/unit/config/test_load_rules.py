@@ -264,6 +264,7 @@ def test_agent_inputs_naming_no_output_warn(write_eval):
      ["inputs.tools cannot be used with runner.type codex"]),
     ("runner: {type: claude-code, effort: minimal}", ["runner.effort must be one of ['low'"]),
     ("runner: {plugin_dirs: ['']}", ["runner.plugin_dirs[0] must name a directory"]),
+    ("runner: {type: llama}", ["runner.type must be one of ['claude-code', 'codex', 'cli', 'responses-api']"]),
     ("runner: {command: 3}", ["runner.command"]),
 ])
 def test_runner_combinations_the_reference_refuses(write_eval, text, needles):
@@ -308,6 +309,11 @@ def test_path_fields_are_contained(write_eval, text, needles):
 
 def test_absolute_dataset_path_is_allowed(write_eval):
     assert _loads(write_eval, "dataset: {path: /shared/cases}\n").config.dataset.path == "/shared/cases"
+
+
+def test_workspace_files_are_ignored_in_batch_mode_with_a_warning(write_eval):
+    loaded = _loads(write_eval, "execution: {mode: batch, skill: s}\ndataset: {workspace: {files: [src]}}\n")
+    assert any("dataset.workspace.files is ignored in batch mode" in w for w in loaded.warnings)
 
 
 def test_workspace_files_are_normalised(write_eval):

@@ -80,6 +80,19 @@ def test_an_llm_judge_without_a_model_warns_what_to_set() -> None:
     assert validate_judges(_config({"name": "a", "llm_rubric": "ok?", "model": "m"}), environ={}) == []
 
 
-def test_pairwise_and_agent_judges_are_not_validated_here() -> None:
+def test_pairwise_is_not_validated_here() -> None:
     config = _config({"name": "pairwise", "prompt": "{{ broken"}, {"name": "x", "agent": {}, "prompt": "y"})
     assert validate_judges(config, environ=MODEL_ENV) == []
+
+
+def test_agent_judges_are_checked_like_llm_judges(tmp_path: Path) -> None:
+    """Their instructions are an LLM judge's: the template must compile, the prompt_file exist, a model resolve."""
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt \(judge 'x'\): invalid Jinja2"):
+        validate_judges(_config({"name": "x", "agent": {}, "prompt": "{{ broken"}), environ=MODEL_ENV)
+    where = ProjectPaths(config_dir=tmp_path, workdir=tmp_path)
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt_file \(judge 'x'\)"):
+        validate_judges(_config({"name": "x", "agent": {}, "prompt_file": "nope.md"}), paths=where, environ=MODEL_ENV)
+    warnings = validate_judges(_config({"name": "x", "agent": {"context": ["docs/"]}, "prompt": "y"}), paths=where,
+                               environ={})
+    assert any("agent.context entry" in w and "docs" in w for w in warnings)
+    assert any("no model for LLM judge 'x'" in w for w in warnings)
