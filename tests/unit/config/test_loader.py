@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agent_eval_sandbox.config.loader import load_eval_config
-from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.yaml_reader import YamlReadError
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.sandbox.policy import limits_of
+
 
 def test_mode_must_be_case_or_batch(write_eval):
     path = write_eval("execution: {mode: parallel, skill: s}\n")
