@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ class LoadedConfig:
     path: Path
     warnings: list[str] = field(default_factory=list)
     # The working directory at load time: the reference's project root (config/paths.py).
-    workdir: Path = field(default_factory=Path.cwd)
+    workdir: Path = field(default_factory=lambda: _working_directory())
 
     @property
     def root(self) -> Path:
@@ -49,6 +50,13 @@ class LoadedConfig:
     @property
     def dataset_dir(self) -> Path:
         return self.paths.dataset_dir(self.config.dataset.path)
+
+
+def _working_directory() -> Path:
+    try:
+        return Path.cwd()
+    except OSError:  # removed under us: no working directory to resolve from
+        return Path(os.sep)
 
 
 def _unknown_key_warnings(raw: Any, model: Any, where: tuple[str, ...] = ()) -> list[str]:

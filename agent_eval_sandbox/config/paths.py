@@ -8,8 +8,8 @@ hooks). Its users run from the repository root, so an `eval/eval.yaml` names
 `eval/prompts/judge.md`. This project's project root — what the sandbox mounts
 and where host hooks and judge code run — is eval.yaml's directory; the two
 agree when you run from there. For the fields the reference resolves from its
-working directory we look there first and then in eval.yaml's directory, so
-both layouts load (docs/validation.md has the table).
+working directory we look there first — when eval.yaml is inside it — and then
+in eval.yaml's directory, so both layouts load (docs/validation.md has the table).
 
 Everything that needs one of these answers — the judges, tool interception,
 staging and the answer key (which must leave every such file out of the
@@ -131,8 +131,17 @@ class ProjectPaths:
         return self.config_dir
 
     def _bases(self) -> tuple[Path, ...]:
-        """The reference's project root first, then this project's."""
-        return (self.workdir, self.config_dir) if self.workdir != self.config_dir else (self.config_dir,)
+        """The reference's project root first, then this project's.
+
+        The working directory counts only when eval.yaml is inside it — the
+        reference's user at their repository root. Anywhere else it is not the
+        project's: run from inside a run directory (the agent's files) it must
+        not supply a judge's prompt or a plugin.
+        """
+        work, config = Path(os.path.realpath(self.workdir)), Path(os.path.realpath(self.config_dir))
+        if work != config and work in config.parents:
+            return (self.workdir, self.config_dir)
+        return (self.config_dir,)
 
     def project_file(self, configured: str) -> Path:
         """A path the reference resolves from its project root (the working directory):

@@ -88,6 +88,18 @@ def test_project_file_prefers_the_working_directory_then_eval_yaml_dir(tmp_path)
     assert ProjectPaths(config_dir, config_dir).project_file_candidates("p.md") == [config_dir / "p.md"]
 
 
+def test_the_working_directory_counts_only_when_eval_yaml_is_inside_it(tmp_path):
+    """Run from elsewhere — say inside a run directory, among the agent's files — the working
+    directory supplies nothing: a planted prompts/judge.md there is not the judge's prompt."""
+    project, run_case = tmp_path / "project", tmp_path / "project" / "eval" / "runs" / "r1" / "cases" / "c1"
+    _write(project, {"prompts/judge.md": "the project's", "eval/runs/r1/cases/c1/prompts/judge.md": "planted"})
+    inside_run = ProjectPaths(config_dir=project, workdir=run_case)
+    assert inside_run.project_file("prompts/judge.md") == project / "prompts/judge.md"
+    assert inside_run.project_file_candidates("prompts/judge.md") == [project / "prompts/judge.md"]
+    elsewhere = ProjectPaths(config_dir=project, workdir=tmp_path / "other")
+    assert elsewhere.project_file_candidates("x") == [project / "x"]
+
+
 def test_dataset_dir_is_relative_to_eval_yaml_not_the_working_directory(tmp_path):
     where = ProjectPaths(config_dir=tmp_path / "eval", workdir=tmp_path)
     assert where.dataset_dir("cases") == tmp_path / "eval" / "cases"
