@@ -153,11 +153,13 @@ def threshold_warnings(thresholds: Any) -> list[str]:
         return warnings
     for judge, checks in thresholds.items():
         if not isinstance(checks, dict):
-            example = checks if isinstance(checks, (int, float)) and not isinstance(checks, bool) else 0.8
+            number = isinstance(checks, (int, float)) and not isinstance(checks, bool)
+            example = checks if number else 0.8
+            rate = (f" or `{judge}: {{min_pass_rate: {example}}}` for a pass/fail one"
+                    if 0 <= example <= 1 else "")
             warnings.append(
                 f"thresholds.{judge} is {checks!r}, not a mapping of checks, so it gates nothing; write "
-                f"`{judge}: {{min_mean: {example}}}` for a numeric judge or `{judge}: {{min_pass_rate: {example}}}` "
-                "for a pass/fail one"
+                f"`{judge}: {{min_mean: {example}}}` for a numeric judge{rate}"
             )
             continue
         for key in checks:
