@@ -62,8 +62,10 @@ def _llm_warnings(judge: JudgeConfig, index: int, paths: ProjectPaths | None, so
     if judge.llm_rubric is None and judge.prompt is None and judge.prompt_file:
         path = paths.project_file(judge.prompt_file)
         if not path.is_file():
+            looked = ", ".join(str(p) for p in paths.project_file_candidates(judge.prompt_file))
             raise ConfigError(
-                f"prompt_file {path} not found", file=source, field=_where(index, judge, "prompt_file"),
+                f"prompt_file {judge.prompt_file!r} not found (looked for {looked})", file=source,
+                field=_where(index, judge, "prompt_file"),
                 fix="create it or correct the path (relative to the working directory, as in the reference, "
                     "or to eval.yaml's directory)",
             )

@@ -66,7 +66,7 @@ def test_syntax_errors_fail_at_load() -> None:
 
 
 def test_missing_prompt_file_fails_and_missing_context_warns(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt_file \(judge 'a'\): prompt_file .*nope\.md not found"):
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt_file \(judge 'a'\): prompt_file 'nope\.md' not found \(looked for .*nope\.md\)"):
         validate_judges(_config({"name": "a", "prompt_file": "nope.md"}), paths=ProjectPaths(config_dir=tmp_path, workdir=tmp_path), environ=MODEL_ENV)
     warnings = validate_judges(_config({"name": "a", "prompt": "x", "context": ["ctx.md"]}), paths=ProjectPaths(config_dir=tmp_path, workdir=tmp_path), environ=MODEL_ENV)
     assert len(warnings) == 1 and "context file" in warnings[0] and "ctx.md" in warnings[0]
