@@ -130,7 +130,7 @@ def validate(eval_yaml: Path) -> None:
     loaded = load_with_warnings(eval_yaml)
     dataset = load_dataset_with_warnings(loaded)
     settings = resolve_run_settings(loaded.config, CliOverrides(), num_cases=len(dataset.cases))
-    invocations = plan_invocations(loaded.config, dataset.cases, settings)
+    invocations = plan_invocations(loaded.config, dataset.cases, settings, eval_file=loaded.path)
     handlers = compile_handlers(loaded)
     for line in _summary_lines(loaded, dataset, invocations):
         click.echo(line)
@@ -216,7 +216,7 @@ def run(
         subagent_model=subagent_model,
     )
     settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
-    invocations = plan_invocations(loaded.config, dataset.cases, settings)
+    invocations = plan_invocations(loaded.config, dataset.cases, settings, eval_file=loaded.path)
     if not dry_run:
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,

@@ -205,7 +205,7 @@ def _stage_project(request: RunRequest, staging: Path, handlers: ToolHandlers | 
         if note:
             warn(note)
     else:
-        staged = stage_project_resources(config, loaded.root, staging / "project", is_denied=is_denied, exclude=key)
+        staged = stage_project_resources(config, loaded.paths, staging / "project", is_denied=is_denied, exclude=key)
         resources, report = tuple(staged.resources), staged.report
     left_out = left_out_line(key, report.excluded, loaded.root)
     if left_out:

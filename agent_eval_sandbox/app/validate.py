@@ -16,6 +16,6 @@ from agent_eval_sandbox.judges.validate import validate_judges
 def load_checked(path: Path | str) -> LoadedConfig:
     """eval.yaml, validated by the config models and by the judges; raises ConfigError."""
     loaded = load_eval_config(path)
-    warnings = validate_judges(loaded.config, root=loaded.root, source=loaded.path)
+    warnings = validate_judges(loaded.config, paths=loaded.paths, source=loaded.path)
     loaded.warnings.extend(f"{loaded.path}: {warning}" for warning in warnings)
     return loaded
