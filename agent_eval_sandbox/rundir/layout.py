@@ -52,18 +52,15 @@ CASSETTE = "cassette.jsonl"
 REPLAY_DIFF = "replay_diff.txt"
 CASE_RESULT = RUN_RESULT
 CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
-# What the tool itself writes into a case directory; everything else there was collected from the sandbox.
+# Every name the tool gives a case's own files; everything else in a case directory was collected
+# from the sandbox. Collected outputs land in the case's folder too (`CaseDir.output`), after these
+# are written: eval.yaml may not name an output path whose first segment is one of them
+# (config/models.OutputConfig), or the agent's file would replace the tool's record of the case.
+# A name added above belongs here.
 CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
-                WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS)
-
-# Every name the tool gives a case's own files. Collected outputs land in the case's folder
-# too (`CaseDir.output`), after these are written: eval.yaml may not name an output path
-# whose first segment is one of them (config/models.OutputConfig), or the agent's file
-# would replace the tool's record of the case. A name added above belongs here.
-CASE_RECORD_NAMES = frozenset({
-    INPUT, PROMPT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR, MODIFIED_DIR,
-    WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_RESULT, CASE_HOOK_OUTPUTS,
-})
+                MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
+                REPLAY_DIFF)
+CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Files that are a run's, never a case's: a case id must not shadow them.
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")

@@ -18,6 +18,7 @@ NAME_CLASSES = {
     "records": [layout.EVENTS, layout.CASE_RESULT, layout.CASE_HOOK_OUTPUTS, layout.TRANSCRIPT],
     "changes": [layout.MODIFIED_DIR, layout.WORKSPACE_DIFF],
     "directories": [layout.SUBAGENTS_DIR],
+    "replay": [layout.CASSETTE, layout.REPLAY_DIFF],
 }
 
 
