@@ -94,8 +94,6 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     environ = dict(os.environ)
     warn = _warner(err_console)
     models = model_access(loaded, offline=request.offline, environ=environ)
-    for warning in models.warnings(request.invocations):
-        warn(warning)
     handlers = compile_handlers(loaded)
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")

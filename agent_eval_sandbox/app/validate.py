@@ -2,20 +2,58 @@
 
 The config layer knows the eval.yaml format; whether a builtin judge exists
 or a check snippet compiles is the judges' business. Everything that loads an
-eval to run, score or validate it goes through `load_checked`.
+eval to run, score or validate it goes through `load_checked`; `validate` and
+`run` then plan every invocation (`plan_checked`: every case's template
+renders) and run the preflight (app/preflight.py). With `--strict`, any
+warning of those steps refuses the eval (`refuse_warnings`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from agent_eval_sandbox.config.dataset import Case
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
+from agent_eval_sandbox.config.settings import CliOverrides, RunSettings
+from agent_eval_sandbox.errors import StrictModeError, TemplateError
 from agent_eval_sandbox.judges.validate import validate_judges
+from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
 
 
 def load_checked(path: Path | str) -> LoadedConfig:
     """eval.yaml, validated by the config models and by the judges; raises ConfigError."""
     loaded = load_eval_config(path)
     warnings = validate_judges(loaded.config, root=loaded.root, source=loaded.path)
+    if not loaded.config.judges:
+        # A misspelt `judges:` key leaves none: the run would check nothing and pass.
+        warnings.append("no judges: a run checks nothing and every threshold passes — add `judges:`")
     loaded.warnings.extend(f"{loaded.path}: {warning}" for warning in warnings)
     return loaded
+
+
+def template_field(loaded: LoadedConfig, overrides: CliOverrides) -> str:
+    """Where the template being rendered comes from, for its errors."""
+    if overrides.skill_args is not None:
+        return "--skill-args"
+    return "execution.arguments" if loaded.config.execution.skill else "execution.prompt"
+
+
+def plan_checked(loaded: LoadedConfig, cases: list[Case], settings: RunSettings,
+                 overrides: CliOverrides) -> list[Invocation]:
+    """Every invocation, its template rendered for its case; an error names the case's input file,
+    the template's field and eval.yaml."""
+    try:
+        return plan_invocations(loaded.config, cases, settings)
+    except TemplateError as exc:
+        source = template_field(loaded, overrides)
+        where = source if source.startswith("--") else f"{source} of {loaded.path}"
+        raise TemplateError(f"{exc.message} (rendering {where})", fix=exc.fix) from None
+
+
+def refuse_warnings(warnings: Sequence[str]) -> None:
+    """`--strict`: a warning is an error. The warnings are printed already; this is the one error line."""
+    if warnings:
+        count = f"{len(warnings)} warning{'s' if len(warnings) > 1 else ''}"
+        raise StrictModeError(f"--strict: {count}, the first: {warnings[0]}",
+                              fix="fix what each `warning:` line says, or run without --strict")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -57,9 +57,6 @@ class ModelAccess(ABC):
     @abstractmethod
     def judge_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
         """Where LLM judges call (None: the SDK's own environment)."""
-
-    def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
-        return []
 
     def close(self) -> None:
         """Release what lives for the whole run: by default nothing does."""
@@ -155,14 +152,6 @@ class OfflineModels(ModelAccess):
             )
         with ScriptedModelServer(script) as server:
             yield ModelEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
-
-    def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
-        missing = [inv.id for inv in invocations if not self._model_script_path(inv).is_file()]
-        if not missing:
-            return []
-        more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
-        return [f"--offline: no {scripts.MODEL_SCRIPT} for {', '.join(missing[:5])}{more}; "
-                "the scripted model only answers with a note"]
 
 
 def model_access(loaded: LoadedConfig, *, offline: bool, environ: Mapping[str, str] | None = None) -> ModelAccess:

@@ -35,7 +35,7 @@ def render_for_case(template: str, case: Case) -> str:
     try:
         return render_template(template, case.input)
     except TemplateError as exc:
-        raise TemplateError(f"case {case.id}: {exc.message}", fix=exc.fix) from None
+        raise TemplateError(f"case {case.id} ({case.input_file}): {exc.message}", fix=exc.fix) from None
 
 
 def batch_entries(cases: list[Case]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -60,7 +60,9 @@ def plan_invocations(config: EvalConfig, cases: list[Case], settings: RunSetting
     try:
         rendered = render_template(settings.template, first)
     except TemplateError as exc:
-        raise TemplateError(f"batch (first entry of batch.yaml): {exc.message}", fix=exc.fix) from None
+        first_case = f"case {cases[0].id} ({cases[0].input_file})" if cases else "no case"
+        raise TemplateError(f"batch: the first entry of batch.yaml, {first_case}: {exc.message}",
+                            fix=exc.fix) from None
     return [
         Invocation(
             id="batch",

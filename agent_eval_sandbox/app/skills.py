@@ -1,0 +1,226 @@
+"""Which slash commands the Claude Code CLI in the sandbox will resolve, and whether a skill is one of them.
+
+`execution.skill: NAME` sends `/NAME args` to `claude -p`. A name the CLI does
+not know is not an error there: the text goes to the model as is, and the case
+runs (and is judged) without the skill. So the names are checked before a run,
+the way the CLI resolves them. Measured on Claude Code 2.1.332 in the sandbox
+image (the `slash_commands` of its stream-json `init` event, and which `/name`
+prompts it expanded):
+
+- `.claude/skills/<dir>/SKILL.md` is `/<dir>`; the frontmatter `name:` resolves
+  too. Deeper directories are not skills.
+- `.claude/commands/<file>.md` is `/<file>`; `commands/<sub>/<file>.md` is
+  `/<sub>:<file>` only.
+- a `--plugin-dir` (each `runner.plugin_dirs` entry) named by its
+  `.claude-plugin/plugin.json` `name` (else its directory): `skills/<dir>/SKILL.md`
+  is `/<plugin>:<dir>`, and its frontmatter `name:` resolves both as
+  `/<plugin>:<name>` and bare `/<name>`; `commands/<file>.md` is `/<plugin>:<file>` only.
+- the project's `skills/` directory (mounted at /workspace/skills) is NOT a
+  skill location: `/name` of a skill there goes to the model as plain text.
+- the CLI's own commands and bundled skills (`BUILTIN_COMMANDS`).
+
+Where the CLI's behaviour is not measured (a plugin's nested commands, a
+manifest's own `skills`/`commands` paths), a name is accepted rather than
+refused: a missed typo costs a run, a false refusal blocks a working eval.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.errors import ConfigError
+from agent_eval_sandbox.runner.workspace import plugin_dir_path
+from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+
+# The Claude Code version BUILTIN_COMMANDS was read from.
+BUILTIN_COMMANDS_VERSION = "2.1.332"
+# Source: `slash_commands` of the `system/init` event that `claude -p --output-format
+# stream-json --verbose` 2.1.332 printed in the sandbox (the quickstart's cases/*/stdout.log),
+# minus the project's own skills. Bundled skills (`skills` of that event) are among them.
+BUILTIN_COMMANDS = frozenset({
+    "__remote-workflow", "agents", "auto-mode-setup", "autocompact", "batch", "claude-api", "clear",
+    "code-review", "color", "compact", "config", "context", "dataviz", "debug", "deep-research", "doctor",
+    "effort", "fast", "fewer-permission-prompts", "focus", "goal", "heapdump", "init", "insights",
+    "list-agents", "loop", "mcp", "model", "output-style", "plugin-authoring", "recap", "reload-plugins",
+    "reload-skills", "rename", "run", "run-skill-generator", "security-review", "simplify",
+    "team-onboarding", "update-config", "usage", "verify", "workflow-authoring", "workflow-launch-exec",
+})
+
+# Only the head of a SKILL.md is read for its frontmatter.
+_FRONTMATTER_BYTES = 64 * 1024
+_SKILL_FILE = "SKILL.md"
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str  # as typed after the slash
+    origin: str  # where it comes from, for messages
+
+
+def frontmatter_name(skill_md: Path) -> str | None:
+    """The `name:` of a SKILL.md's YAML frontmatter, if it has one."""
+    try:
+        with open(skill_md, "rb") as handle:
+            head = handle.read(_FRONTMATTER_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = head.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), None)
+    if end is None:
+        return None
+    try:
+        data = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError:
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name.strip() if isinstance(name, str) and name.strip() else None
+
+
+def _skill_dirs(directory: Path) -> Iterator[Path]:
+    if directory.is_dir():
+        yield from sorted(p for p in directory.iterdir() if (p / _SKILL_FILE).is_file())
+
+
+def _command_files(directory: Path) -> Iterator[tuple[str, Path]]:
+    """`(name, file)` of each command: nested directories join with ':'."""
+    if directory.is_dir():
+        for path in sorted(directory.rglob("*.md")):
+            if path.is_file():
+                yield ":".join(path.relative_to(directory).with_suffix("").parts), path
+
+
+def project_commands(project_root: Path) -> list[Command]:
+    """The project's `.claude/skills` and `.claude/commands`."""
+    commands: list[Command] = []
+    claude = project_root / ".claude"
+    for skill in _skill_dirs(claude / "skills"):
+        origin = f".claude/skills/{skill.name}/{_SKILL_FILE}"
+        commands.append(Command(skill.name, origin))
+        named = frontmatter_name(skill / _SKILL_FILE)
+        if named and named != skill.name:
+            commands.append(Command(named, origin))
+    commands += [Command(name, f".claude/commands/{path.relative_to(claude / 'commands')}")
+                 for name, path in _command_files(claude / "commands")]
+    return commands
+
+
+def _manifest(plugin: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((plugin / ".claude-plugin" / "plugin.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _manifest_paths(plugin: Path, value: Any) -> list[Path]:
+    entries = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return [plugin / entry for entry in entries if isinstance(entry, str)]
+
+
+def plugin_commands(plugin: Path) -> list[Command]:
+    """A plugin directory's skills and commands, named as the CLI names them."""
+    manifest = _manifest(plugin)
+    declared = manifest.get("name")
+    prefix = declared if isinstance(declared, str) and declared else plugin.name
+    origin = f"plugin {prefix} ({plugin})"
+    commands: list[Command] = []
+    skill_roots = [plugin / "skills", *_manifest_paths(plugin, manifest.get("skills"))]
+    for root in skill_roots:
+        # A manifest may name a skill directory itself, or a directory of them.
+        skills = [root] if (root / _SKILL_FILE).is_file() else list(_skill_dirs(root))
+        for skill in skills:
+            commands.append(Command(f"{prefix}:{skill.name}", origin))
+            named = frontmatter_name(skill / _SKILL_FILE)
+            if named:
+                commands += [Command(f"{prefix}:{named}", origin), Command(named, origin)]
+    for root in [plugin / "commands", *_manifest_paths(plugin, manifest.get("commands"))]:
+        if root.is_file() and root.suffix == ".md":
+            commands.append(Command(f"{prefix}:{root.stem}", origin))
+        commands += [Command(f"{prefix}:{name}", origin) for name, _ in _command_files(root)]
+    return commands
+
+
+@dataclass(frozen=True)
+class CommandCatalog:
+    """Every slash command a case's CLI will resolve (but the built-ins, which are counted)."""
+
+    commands: tuple[Command, ...]
+    claude_version: str
+
+    def find(self, name: str) -> Command | None:
+        found = next((c for c in self.commands if c.name == name), None)
+        if found is None and name in BUILTIN_COMMANDS:
+            return Command(name, f"built into Claude Code {BUILTIN_COMMANDS_VERSION}")
+        return found
+
+    @property
+    def own_names(self) -> list[str]:
+        """The project's and plugins' names, each once, in the order found."""
+        return list(dict.fromkeys(c.name for c in self.commands))
+
+
+def command_catalog(config: EvalConfig, project_root: Path, *, claude_version: str | None = None) -> CommandCatalog:
+    commands = project_commands(project_root)
+    for configured in config.runner.plugin_dirs:
+        plugin = plugin_dir_path(project_root, configured)
+        if plugin.is_dir():  # a missing plugin dir is the run's own error, with its fix
+            commands += plugin_commands(plugin)
+    version = claude_version or config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
+    return CommandCatalog(tuple(commands), version)
+
+
+def named_skills(config: EvalConfig) -> list[tuple[str, str]]:
+    """`(field, skill)` for every skill the config runs."""
+    named = [("execution.skill", config.execution.skill)] if config.execution.skill else []
+    # Hook for execution.steps (issue 14): each step may name its own skill; once the
+    # model has them they are checked the same way, under their own field.
+    for index, step in enumerate(getattr(config.execution, "steps", None) or ()):
+        skill = getattr(step, "skill", None)
+        if isinstance(skill, str) and skill:
+            named.append((f"execution.steps[{index}].skill", skill))
+    return named
+
+
+def _found_list(catalog: CommandCatalog) -> str:
+    names = catalog.own_names
+    shown = ", ".join(names[:12]) + (f", … (+{len(names) - 12})" if len(names) > 12 else "")
+    own = f"found {shown} and" if names else "found no skill or command of the project or its plugins, only"
+    return f"{own} {len(BUILTIN_COMMANDS)} built-in commands"
+
+
+def check_skill(catalog: CommandCatalog, skill: str, *, field: str, project_root: Path,
+                config_path: Path) -> tuple[Command | None, str | None]:
+    """The command `skill` resolves to; else a ConfigError, or a warning when only an unknown
+    built-in (of another Claude Code version) could still resolve it."""
+    found = catalog.find(skill)
+    if found is not None:
+        return found, None
+    bare = skill.lstrip("/")
+    if bare != skill and catalog.find(bare) is not None:
+        raise ConfigError(f"{skill!r} starts with '/': the runner adds the slash itself", file=config_path,
+                          field=field, fix=f"write {field}: {bare}")
+    candidates = catalog.own_names + sorted(BUILTIN_COMMANDS)
+    close = difflib.get_close_matches(skill, candidates, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    if (project_root / "skills" / skill / _SKILL_FILE).is_file():
+        fix = (f"skills/{skill}/{_SKILL_FILE} exists, but Claude Code does not load skills from skills/: "
+               f"move it to .claude/skills/{skill}/, or make its directory a plugin in runner.plugin_dirs")
+    else:
+        fix = f"create .claude/skills/{skill}/{_SKILL_FILE}, add the plugin that has it to runner.plugin_dirs, " \
+              f"or correct {field}"
+    problem = f"no skill or command '/{skill}' in the sandbox{hint}; {_found_list(catalog)}"
+    if catalog.claude_version != BUILTIN_COMMANDS_VERSION:
+        # Built-ins change between versions: a name that may be one of another version's is not refused.
+        return None, (f"{config_path}: {field}: {problem} (of Claude Code {BUILTIN_COMMANDS_VERSION}; "
+                      f"the sandbox runs {catalog.claude_version}) — {fix}")
+    raise ConfigError(problem, file=config_path, field=field, fix=fix)
