@@ -26,6 +26,7 @@ from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.yaml_reader import find_duplicate_keys
 from agent_eval_sandbox.errors import ConfigError, UserError
 from agent_eval_sandbox.gateway.script import load_script
+from agent_eval_sandbox.interception import HANDLERS_FILE_NAME
 from agent_eval_sandbox.runner.plan import Invocation
 
 
@@ -65,6 +66,8 @@ def _check_skills(loaded: LoadedConfig, claude_version: str | None, result: Pref
 def _read_files(loaded: LoadedConfig, cases: list[Case]) -> list[Path]:
     """The YAML files of the eval a run reads (besides scripts, checked offline)."""
     files = [loaded.path]
+    if loaded.config.inputs.tools and (handlers := loaded.root / HANDLERS_FILE_NAME).is_file():
+        files.append(handlers)  # used as is by the run
     for case in cases:
         files.append(case.input_file)
         files += [path for name in (*ANSWERS_NAMES, *ANNOTATIONS_NAMES) if (path := case.dir / name).is_file()]

@@ -171,7 +171,8 @@ def _child(where: str, key: str) -> str:
 
 
 def _yaml_duplicates(root: yaml.Node | None) -> list[DuplicateKey]:
-    """Walk the composed node graph (aliases are shared nodes: each is visited once)."""
+    """Walk the composed node graph depth-first in document order (an alias is the node of its
+    anchor, visited once, where the anchor is written)."""
     found: list[DuplicateKey] = []
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
@@ -180,8 +181,9 @@ def _yaml_duplicates(root: yaml.Node | None) -> list[DuplicateKey]:
         if id(node) in seen:
             continue
         seen.add(id(node))
+        children: list[tuple[yaml.Node, str]] = []
         if isinstance(node, yaml.SequenceNode):
-            stack.extend((item, _index(where, i)) for i, item in enumerate(node.value))
+            children = [(item, _index(where, i)) for i, item in enumerate(node.value)]
         elif isinstance(node, yaml.MappingNode):
             first: dict[tuple[str, str], int] = {}
             for key_node, value_node in node.value:
@@ -192,9 +194,10 @@ def _yaml_duplicates(root: yaml.Node | None) -> list[DuplicateKey]:
                         found.append(DuplicateKey(key_node.value, where, line, first[ident]))
                     else:
                         first[ident] = line
-                    stack.append((value_node, _child(where, str(key_node.value))))
+                    children.append((value_node, _child(where, str(key_node.value))))
                 else:
-                    stack.append((value_node, where))
+                    children.append((value_node, where))
+        stack.extend(reversed(children))
     return sorted(found, key=lambda d: d.line)
 
 
