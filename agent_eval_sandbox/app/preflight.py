@@ -7,7 +7,8 @@ file at a time. These checks look at what a run will actually use, so that
 - every skill the config runs resolves in the sandbox's CLI (app/skills.py);
 - offline, every script the scripted models will play is valid
   (`model_script.yaml` per invocation, `hook_script.yaml`, `judge_script.yaml`),
-  and an invocation without a model script is said;
+  an invocation without a model script is said, and so is a model-script call
+  of a tool the CLI does not have (app/claude_cli.py);
 - no YAML file the run reads has a key written twice (the last one silently wins).
 
 Errors raise `ConfigError` (one line naming the case, file, step and key);
@@ -16,18 +17,21 @@ what is only suspicious comes back as warnings, which `--strict` refuses.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent_eval_sandbox.app.claude_cli import MEASURED_VERSION, TOOLS, is_cli_tool
 from agent_eval_sandbox.app.skills import check_skill, command_catalog, named_skills
 from agent_eval_sandbox.config import scripts
 from agent_eval_sandbox.config.dataset import ANNOTATIONS_NAMES, ANSWERS_NAMES, Case, Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.yaml_reader import find_duplicate_keys
 from agent_eval_sandbox.errors import ConfigError, UserError
-from agent_eval_sandbox.gateway.script import load_script
+from agent_eval_sandbox.gateway.script import Script, load_script
 from agent_eval_sandbox.interception import HANDLERS_FILE_NAME
 from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
 
 
 @dataclass
@@ -42,14 +46,15 @@ def preflight(loaded: LoadedConfig, dataset: Dataset, invocations: list[Invocati
               claude_version: str | None = None) -> Preflight:
     """Every run-time check; raises ConfigError on the first problem that would break the run."""
     result = Preflight()
-    _check_skills(loaded, claude_version, result)
+    version = claude_version or loaded.config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
+    _check_skills(loaded, version, result)
     result.warnings += duplicate_key_warnings(_read_files(loaded, dataset.cases))
     if offline:
-        _check_scripts(loaded, invocations, result)
+        _check_scripts(loaded, invocations, result, claude_version=version)
     return result
 
 
-def _check_skills(loaded: LoadedConfig, claude_version: str | None, result: Preflight) -> None:
+def _check_skills(loaded: LoadedConfig, claude_version: str, result: Preflight) -> None:
     named = named_skills(loaded.config)
     if not named:
         return  # prompt mode: the prompt is the agent's input, there is nothing to resolve
@@ -82,16 +87,32 @@ def _label(invocation: Invocation, batch: bool) -> str:
     return "batch" if batch else f"case {invocation.id}"
 
 
-def _check_script(path: Path, label: str, result: Preflight) -> None:
+def _check_script(path: Path, label: str, result: Preflight) -> Script:
     """Parse one script as the scripted model server will; its errors name `label` (the case)."""
     try:
-        load_script(path)
+        script = load_script(path)
     except UserError as exc:
         raise ConfigError(f"{label}: {exc.message}", fix=exc.fix) from None
     result.warnings += duplicate_key_warnings([path])
+    return script
 
 
-def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: Preflight) -> None:
+def unknown_tool_warnings(script: Script, label: str) -> list[str]:
+    """Tool calls of an agent's script that the CLI will answer with "No such tool available"."""
+    warnings = []
+    for index, step in enumerate(script.steps):
+        for call in step.calls:
+            if not is_cli_tool(call.tool):
+                close = difflib.get_close_matches(call.tool, sorted(TOOLS), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                where = f"{label}: {script.source}: steps[{index}] (step {index + 1})"
+                warnings.append(f"{where}: tool {call.tool!r}{hint} is not a tool of Claude Code {MEASURED_VERSION}: "
+                                "the CLI answers the call with 'No such tool available'")
+    return warnings
+
+
+def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: Preflight, *,
+                   claude_version: str) -> None:
     """Every script an offline run would load, loaded now (a bad one would end its case as `error`)."""
     batch = loaded.config.is_batch
     missing: list[str] = []
@@ -100,7 +121,9 @@ def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: 
         case_dirs = [case.dir for case in invocation.cases]
         model = scripts.model_script_path(case_dirs, loaded.dataset_dir, batch=batch)
         if model.is_file():
-            _check_script(model, _label(invocation, batch), result)
+            script = _check_script(model, _label(invocation, batch), result)
+            if claude_version == MEASURED_VERSION:  # other versions have other tools
+                result.warnings += unknown_tool_warnings(script, _label(invocation, batch))
             checked += 1
         else:
             missing.append(invocation.id)

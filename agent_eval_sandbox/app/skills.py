@@ -17,7 +17,7 @@ prompts it expanded):
   `/<plugin>:<name>` and bare `/<name>`; `commands/<file>.md` is `/<plugin>:<file>` only.
 - the project's `skills/` directory (mounted at /workspace/skills) is NOT a
   skill location: `/name` of a skill there goes to the model as plain text.
-- the CLI's own commands and bundled skills (`BUILTIN_COMMANDS`).
+- the CLI's own commands and bundled skills (`claude_cli.BUILTIN_COMMANDS`).
 
 Where the CLI's behaviour is not measured (a plugin's nested commands, a
 manifest's own `skills`/`commands` paths), a name is accepted rather than
@@ -35,24 +35,11 @@ from typing import Any
 
 import yaml
 
+from agent_eval_sandbox.app.claude_cli import BUILTIN_COMMANDS, MEASURED_VERSION
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.runner.workspace import plugin_dir_path
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
-
-# The Claude Code version BUILTIN_COMMANDS was read from.
-BUILTIN_COMMANDS_VERSION = "2.1.332"
-# Source: `slash_commands` of the `system/init` event that `claude -p --output-format
-# stream-json --verbose` 2.1.332 printed in the sandbox (the quickstart's cases/*/stdout.log),
-# minus the project's own skills. Bundled skills (`skills` of that event) are among them.
-BUILTIN_COMMANDS = frozenset({
-    "__remote-workflow", "agents", "auto-mode-setup", "autocompact", "batch", "claude-api", "clear",
-    "code-review", "color", "compact", "config", "context", "dataviz", "debug", "deep-research", "doctor",
-    "effort", "fast", "fewer-permission-prompts", "focus", "goal", "heapdump", "init", "insights",
-    "list-agents", "loop", "mcp", "model", "output-style", "plugin-authoring", "recap", "reload-plugins",
-    "reload-skills", "rename", "run", "run-skill-generator", "security-review", "simplify",
-    "team-onboarding", "update-config", "usage", "verify", "workflow-authoring", "workflow-launch-exec",
-})
 
 # Only the head of a SKILL.md is read for its frontmatter.
 _FRONTMATTER_BYTES = 64 * 1024
@@ -160,7 +147,7 @@ class CommandCatalog:
     def find(self, name: str) -> Command | None:
         found = next((c for c in self.commands if c.name == name), None)
         if found is None and name in BUILTIN_COMMANDS:
-            return Command(name, f"built into Claude Code {BUILTIN_COMMANDS_VERSION}")
+            return Command(name, f"built into Claude Code {MEASURED_VERSION}")
         return found
 
     @property
@@ -219,8 +206,8 @@ def check_skill(catalog: CommandCatalog, skill: str, *, field: str, project_root
         fix = f"create .claude/skills/{skill}/{_SKILL_FILE}, add the plugin that has it to runner.plugin_dirs, " \
               f"or correct {field}"
     problem = f"no skill or command '/{skill}' in the sandbox{hint}; {_found_list(catalog)}"
-    if catalog.claude_version != BUILTIN_COMMANDS_VERSION:
+    if catalog.claude_version != MEASURED_VERSION:
         # Built-ins change between versions: a name that may be one of another version's is not refused.
-        return None, (f"{config_path}: {field}: {problem} (of Claude Code {BUILTIN_COMMANDS_VERSION}; "
+        return None, (f"{config_path}: {field}: {problem} (of Claude Code {MEASURED_VERSION}; "
                       f"the sandbox runs {catalog.claude_version}) — {fix}")
     raise ConfigError(problem, file=config_path, field=field, fix=fix)

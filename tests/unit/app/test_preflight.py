@@ -201,7 +201,7 @@ def test_batch_template_error_names_the_first_case(project):
     project.case("b")
     batch = EVAL.replace('arguments: "{task}"', 'mode: batch, arguments: "{task}"')
     with pytest.raises(TemplateError, match=r"batch: the first entry of batch.yaml, case a \(.*cases/a/input.yaml\): "
-                                            r"Missing required field in template: task \(rendering execution.arguments"):
+                                            r"Missing required field in template: task \(rendering execution.arg"):
         project.check(batch, offline=False)
 
 
@@ -211,3 +211,34 @@ def test_strict_refuses_any_warning_in_one_line():
         refuse_warnings(["eval.yaml: unknown key 'judgs'", "eval.yaml: no judges"])
     assert caught.value.render() == ("--strict: 2 warnings, the first: eval.yaml: unknown key 'judgs' — fix what "
                                      "each `warning:` line says, or run without --strict")
+
+
+def test_a_model_script_calling_a_tool_the_cli_lacks_is_a_warning(project):
+    project.case("c1", [{"tool_calls": [{"tool": "Bsh", "input": {}}, {"tool": "mcp__jira__create"}]},
+                        {"tool": "Grep", "input": {}}, {"tool": "AskUserQuestion", "input": {}}, {"text": "done"}])
+    _, _, checks = project.check()
+    script = project.root / "cases/c1/model_script.yaml"
+    assert checks.warnings == [
+        f"case c1: {script}: steps[0] (step 1): tool 'Bsh' (did you mean 'Bash'?) is not a tool of Claude Code "
+        "2.1.332: the CLI answers the call with 'No such tool available'",
+        f"case c1: {script}: steps[1] (step 2): tool 'Grep' is not a tool of Claude Code 2.1.332: the CLI answers "
+        "the call with 'No such tool available'",
+    ]
+    # The list is of one CLI version: with another, the names are not judged.
+    _, _, checks = project.check(EVAL + "sandbox: {claude_version: 2.2.0}\n")
+    assert checks.warnings == []
+
+
+def test_hook_and_judge_scripts_call_tools_of_their_own(project):
+    project.case("c1", GOOD)
+    project.write("judge_script.yaml", yaml.safe_dump([{"tool": "submit_score", "input": {"score": 1}}]))
+    project.write("hook_script.yaml", yaml.safe_dump([{"tool": "answer", "input": {"a": 1}}]))
+    assert project.check()[2].warnings == []
+
+
+def test_the_measured_lists_are_of_the_default_cli_version():
+    """Bumping the image's Claude Code version means measuring its commands and tools again (app/claude_cli.py)."""
+    from agent_eval_sandbox.app.claude_cli import MEASURED_VERSION
+    from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+
+    assert MEASURED_VERSION == DEFAULT_CLAUDE_VERSION

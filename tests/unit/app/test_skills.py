@@ -9,9 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from agent_eval_sandbox.app.claude_cli import BUILTIN_COMMANDS, MEASURED_VERSION
 from agent_eval_sandbox.app.skills import (
-    BUILTIN_COMMANDS,
-    BUILTIN_COMMANDS_VERSION,
     check_skill,
     command_catalog,
     frontmatter_name,
@@ -88,7 +87,7 @@ def test_a_manifest_may_add_skill_and_command_paths(tmp_path):
 
 
 def test_builtins_resolve_and_are_the_measured_version():
-    assert BUILTIN_COMMANDS_VERSION == "2.1.332"
+    assert MEASURED_VERSION == "2.1.332"
     assert {"clear", "compact", "init", "code-review", "security-review"} <= BUILTIN_COMMANDS
 
 
