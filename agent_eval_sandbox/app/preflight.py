@@ -61,7 +61,7 @@ def _check_skills(loaded: LoadedConfig, claude_version: str, result: Preflight) 
     catalog = command_catalog(loaded.config, loaded.root, claude_version=claude_version)
     for field_name, skill in named:
         found, warning = check_skill(catalog, skill, field=field_name, project_root=loaded.root,
-                                     config_path=loaded.path)
+                                     config_path=loaded.path, home=Path.home())
         if warning:
             result.warnings.append(warning)
         if found is not None:

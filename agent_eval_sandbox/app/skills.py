@@ -185,10 +185,24 @@ def _found_list(catalog: CommandCatalog) -> str:
     return f"{own} {len(BUILTIN_COMMANDS)} built-in commands"
 
 
+def _fix(skill: str, field: str, project_root: Path, home: Path | None) -> str:
+    """How to make `/skill` resolve, from where a user may have it instead."""
+    if (project_root / "skills" / skill / _SKILL_FILE).is_file():
+        return (f"skills/{skill}/{_SKILL_FILE} exists, but Claude Code does not load skills from skills/: "
+                f"move it to .claude/skills/{skill}/, or make its directory a plugin in runner.plugin_dirs")
+    if home is not None and any(p.is_file() for p in (home / ".claude" / "skills" / skill / _SKILL_FILE,
+                                                      home / ".claude" / "commands" / f"{skill}.md")):
+        return (f"it is in your ~/.claude, but the sandbox has a home of its own: copy it into "
+                f"{project_root / '.claude'}/")
+    return f"create .claude/skills/{skill}/{_SKILL_FILE}, add the plugin that has it to runner.plugin_dirs, " \
+           f"or correct {field}"
+
+
 def check_skill(catalog: CommandCatalog, skill: str, *, field: str, project_root: Path,
-                config_path: Path) -> tuple[Command | None, str | None]:
+                config_path: Path, home: Path | None = None) -> tuple[Command | None, str | None]:
     """The command `skill` resolves to; else a ConfigError, or a warning when only an unknown
-    built-in (of another Claude Code version) could still resolve it."""
+    built-in (of another Claude Code version) could still resolve it. `home`: the user's home
+    directory, whose ~/.claude the sandbox does not have (named in the fix when the skill is there)."""
     found = catalog.find(skill)
     if found is not None:
         return found, None
@@ -199,12 +213,7 @@ def check_skill(catalog: CommandCatalog, skill: str, *, field: str, project_root
     candidates = catalog.own_names + sorted(BUILTIN_COMMANDS)
     close = difflib.get_close_matches(skill, candidates, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    if (project_root / "skills" / skill / _SKILL_FILE).is_file():
-        fix = (f"skills/{skill}/{_SKILL_FILE} exists, but Claude Code does not load skills from skills/: "
-               f"move it to .claude/skills/{skill}/, or make its directory a plugin in runner.plugin_dirs")
-    else:
-        fix = f"create .claude/skills/{skill}/{_SKILL_FILE}, add the plugin that has it to runner.plugin_dirs, " \
-              f"or correct {field}"
+    fix = _fix(skill, field, project_root, home)
     problem = f"no skill or command '/{skill}' in the sandbox{hint}; {_found_list(catalog)}"
     if catalog.claude_version != MEASURED_VERSION:
         # Built-ins change between versions: a name that may be one of another version's is not refused.

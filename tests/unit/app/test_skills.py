@@ -99,9 +99,10 @@ def test_frontmatter_name_tolerates_junk(tmp_path):
     assert frontmatter_name(tmp_path / "missing.md") is None
 
 
-def _check(tmp_path, skill, extra="", claude_version=None):
+def _check(tmp_path, skill, extra="", claude_version=None, home=None):
     loaded, catalog = _catalog(tmp_path, extra, claude_version)
-    return check_skill(catalog, skill, field="execution.skill", project_root=loaded.root, config_path=loaded.path)
+    return check_skill(catalog, skill, field="execution.skill", project_root=loaded.root, config_path=loaded.path,
+                       home=home)
 
 
 def test_a_found_skill_says_where_it_is(tmp_path):
@@ -129,6 +130,16 @@ def test_a_skill_only_in_the_projects_skills_dir_is_refused_with_the_way_out(tmp
     with pytest.raises(ConfigError, match="Claude Code does not load skills from skills/: move it to "
                                           r"\.claude/skills/epsilon/"):
         _check(tmp_path, "epsilon")
+
+
+@pytest.mark.parametrize("rel", [".claude/skills/mine/SKILL.md", ".claude/commands/mine.md"])
+def test_a_skill_only_in_the_users_home_is_refused_with_the_way_out(tmp_path, rel):
+    home = tmp_path / "home"
+    _write(home, rel, "---\ndescription: d\n---\nx\n")
+    project = tmp_path / "project"
+    with pytest.raises(ConfigError, match="it is in your ~/.claude, but the sandbox has a home of its own: copy it "
+                                          f"into {project / '.claude'}/"):
+        _check(project, "mine", home=home)
 
 
 def test_a_leading_slash_is_named(tmp_path):
