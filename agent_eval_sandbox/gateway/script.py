@@ -165,9 +165,10 @@ def _script_error(exc: ValidationError, source: Path | str) -> ConfigError:
             fix = "write a step as `- text: ...`, `- tool: NAME` (with `input:`), `- tool_calls: [...]` or `- error:`"
     else:
         message = first["msg"].removeprefix("Value error, ")
-    got = first.get("input")
-    if not isinstance(got, (dict, list)):
-        message += f" (got {got!r})"
+    if first["type"] != "value_error":  # our own checks' messages say what is wrong already
+        got = first.get("input")
+        shown = "a mapping" if isinstance(got, dict) else "a list" if isinstance(got, list) else repr(got)
+        message += f" (got {shown})"
     return ConfigError(message, file=source, field=_field(loc), fix=fix)
 
 
