@@ -142,6 +142,18 @@ def _field(loc: tuple[Any, ...]) -> str | None:
     return where or None
 
 
+_PHRASES = (("Value error, ", ""), ("Input should be ", "must be "), ("greater than or equal to", "at least"),
+            ("less than or equal to", "at most"), ("a valid integer", "a whole number"), ("a valid number", "a number"),
+            ("a valid ", "a "))
+
+
+def _plain(message: str) -> str:
+    """pydantic's wording, as a person would say it ("Input should be a valid string" -> "must be a string")."""
+    for phrase, plain in _PHRASES:
+        message = message.replace(phrase, plain)
+    return message.split(", unable to parse")[0]  # the value is shown anyway
+
+
 def _script_error(exc: ValidationError, source: Path | str) -> ConfigError:
     """The first problem as one line: the file, the step (index and number), the key, the fix."""
     errors = exc.errors(include_url=False)
@@ -164,7 +176,7 @@ def _script_error(exc: ValidationError, source: Path | str) -> ConfigError:
         if in_step and len(loc) == 2:
             fix = "write a step as `- text: ...`, `- tool: NAME` (with `input:`), `- tool_calls: [...]` or `- error:`"
     else:
-        message = first["msg"].removeprefix("Value error, ")
+        message = _plain(first["msg"])
     if first["type"] != "value_error":  # our own checks' messages say what is wrong already
         got = first.get("input")
         shown = "a mapping" if isinstance(got, dict) else "a list" if isinstance(got, list) else repr(got)

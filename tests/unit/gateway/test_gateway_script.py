@@ -48,7 +48,7 @@ def test_several_tool_calls_and_leading_text():
         ([{"error": {"message": "no status"}}], "steps[0].error (step 1)", "needs a `status`"),
         ([{"error": {"type": "made_up"}}], "steps[0].error (step 1)", "unknown error type"),
         ([{"text": "x"}, {"text": "y"}, {"tool": "Bash", "input": "ls"}], "steps[2].input (step 3)", "must be a mapping of keys to values (got 'ls')"),
-        ([{"text": "x", "usage": {"input_tokens": -1}}], "steps[0].usage.input_tokens (step 1)", "greater than or equal"),
+        ([{"text": "x", "usage": {"input_tokens": -1}}], "steps[0].usage.input_tokens (step 1)", "must be at least 0 (got -1)"),
         ([{"text": "x", "usage": {"input_token": 5}}], "steps[0].usage (step 1)", "unknown key 'input_token' (did you mean 'input_tokens'?)"),
         ([{"text": "x", "usage": {"cache_creation_1h_input_tokens": 5}}], "steps[0].usage (step 1)", "cannot be larger"),
         ([{"tool_calls": [{"tool": "Read", "inputs": {}}]}], "steps[0].tool_calls[0] (step 1)",
