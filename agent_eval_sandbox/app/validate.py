@@ -27,7 +27,7 @@ def load_checked(path: Path | str) -> LoadedConfig:
     warnings = validate_judges(loaded.config, root=loaded.root, source=loaded.path)
     if not loaded.config.judges:
         # A misspelt `judges:` key leaves none: the run would check nothing and pass.
-        warnings.append("no judges: a run checks nothing and every threshold passes — add `judges:`")
+        warnings.append("no judges: a run would check nothing and pass; add `judges:`")
     loaded.warnings.extend(f"{loaded.path}: {warning}" for warning in warnings)
     return loaded
 

@@ -172,7 +172,7 @@ def test_zero_judges_is_always_a_warning(project):
     project.case("c1", GOOD)
     loaded, _, _ = project.check(EVAL.replace("judges:", "judgs:"))
     assert any("unknown key 'judgs' (did you mean 'judges'?)" in w for w in loaded.warnings)
-    assert any(w.endswith("no judges: a run checks nothing and every threshold passes — add `judges:`")
+    assert any(w.endswith("no judges: a run would check nothing and pass; add `judges:`")
                for w in loaded.warnings)
 
 

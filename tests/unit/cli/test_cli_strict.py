@@ -27,7 +27,7 @@ WARNINGS = {
     "duplicate-key": "key 'execution.arguments' is written twice (lines 5 and 6); only the last value counts",
     "threshold-no-judge": "thresholds.summarised names no judge (did you mean 'summarized'?)",
     "missing-input": "no input.yaml; not a case, skipped",
-    "zero-judges": "no judges: a run checks nothing",
+    "zero-judges": "no judges: a run would check nothing",
 }
 ERRORS = {
     "unknown-skill": "execution.skill: no skill or command '/summariser' in the sandbox (did you mean 'summarizer'?)",
@@ -137,6 +137,13 @@ def test_a_strict_refusal_from_the_real_console_script(copy_fixture, tmp_path):
     )
     assert_refused(process.returncode, process.stderr,
                    f"--strict: 3 warnings, the first: {root}/eval.yaml: unknown key 'judgs' (did you mean 'judges'?)")
-    assert "no judges: a run checks nothing" in process.stderr
+    assert "no judges: a run would check nothing" in process.stderr
     assert "thresholds.summarized names no judge" in process.stderr
     assert process.stdout == "" and not runs.exists()
+
+
+def test_the_quickstart_is_clean_under_strict():
+    quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart"
+    code, stdout, stderr = invoke(quickstart, "validate", "--strict", "--offline")
+    assert code == 0, stderr
+    assert stderr == "" and "checked:    skill /greeter: .claude/skills/greeter/SKILL.md" in stdout
