@@ -21,15 +21,13 @@ from typing import Any
 import click
 
 from agent_eval_sandbox import __version__
-from agent_eval_sandbox.app.preflight import Preflight, preflight
-from agent_eval_sandbox.app.validate import load_checked, plan_checked, refuse_warnings
-from agent_eval_sandbox.config.dataset import Dataset, load_dataset
+from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
+from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import (
     CliOverrides,
     RunSettings,
     require_runnable,
-    resolve_run_settings,
 )
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.interception import compile_handlers
@@ -79,37 +77,9 @@ def load_with_warnings(eval_yaml: Path) -> LoadedConfig:
     return loaded
 
 
-def load_dataset_with_warnings(loaded: LoadedConfig) -> Dataset:
-    dataset = load_dataset(loaded)
-    for warning in dataset.warnings:
-        _warn(warning)
-    return dataset
-
-
-@dataclasses.dataclass
-class CheckedEval:
-    """An eval loaded, planned and preflighted, with every warning on the way (already printed)."""
-
-    loaded: LoadedConfig
-    dataset: Dataset
-    settings: RunSettings
-    invocations: list[Invocation]
-    preflight: Preflight
-    warnings: list[str]
-
-
 def check_eval(eval_yaml: Path, overrides: CliOverrides, *, offline: bool,
                claude_version: str | None = None) -> CheckedEval:
-    """What `validate` and `run` check before anything starts; raises UserError on the first error."""
-    loaded = load_with_warnings(eval_yaml)
-    dataset = load_dataset_with_warnings(loaded)
-    settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
-    invocations = plan_checked(loaded, dataset.cases, settings, overrides)
-    checks = preflight(loaded, dataset, invocations, offline=offline, claude_version=claude_version)
-    for warning in checks.warnings:
-        _warn(warning)
-    return CheckedEval(loaded, dataset, settings, invocations, checks,
-                       [*loaded.warnings, *dataset.warnings, *checks.warnings])
+    return checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn)
 
 
 STRICT_HELP = "Refuse the eval (exit 2) if it has any warning: what CI should use."

@@ -10,12 +10,14 @@ warning of those steps refuses the eval (`refuse_warnings`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent_eval_sandbox.config.dataset import Case
+from agent_eval_sandbox.app.preflight import Preflight, preflight
+from agent_eval_sandbox.config.dataset import Case, Dataset, load_dataset
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
-from agent_eval_sandbox.config.settings import CliOverrides, RunSettings
+from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, resolve_run_settings
 from agent_eval_sandbox.errors import StrictModeError, TemplateError
 from agent_eval_sandbox.judges.validate import validate_judges
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
@@ -57,3 +59,35 @@ def refuse_warnings(warnings: Sequence[str]) -> None:
         count = f"{len(warnings)} warning{'s' if len(warnings) > 1 else ''}"
         raise StrictModeError(f"--strict: {count}, the first: {warnings[0]}",
                               fix="fix what each `warning:` line says, or run without --strict")
+
+
+@dataclass
+class CheckedEval:
+    """An eval loaded, planned and preflighted, with every warning on the way."""
+
+    loaded: LoadedConfig
+    dataset: Dataset
+    settings: RunSettings
+    invocations: list[Invocation]
+    preflight: Preflight
+    warnings: list[str]
+
+
+def checked_eval(eval_yaml: Path, overrides: CliOverrides, *, offline: bool, claude_version: str | None,
+                 warn: Callable[[str], None]) -> CheckedEval:
+    """What `validate` and `run` check before anything starts; raises UserError on the first error.
+
+    `warn` gets each warning as soon as it is known, so the ones before an error are shown too."""
+    loaded = load_checked(eval_yaml)
+    for warning in loaded.warnings:
+        warn(warning)
+    dataset = load_dataset(loaded)
+    for warning in dataset.warnings:
+        warn(warning)
+    settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
+    invocations = plan_checked(loaded, dataset.cases, settings, overrides)
+    checks = preflight(loaded, dataset, invocations, offline=offline, claude_version=claude_version)
+    for warning in checks.warnings:
+        warn(warning)
+    return CheckedEval(loaded, dataset, settings, invocations, checks,
+                       [*loaded.warnings, *dataset.warnings, *checks.warnings])
