@@ -73,16 +73,22 @@ def frontmatter_name(skill_md: Path) -> str | None:
     return name.strip() if isinstance(name, str) and name.strip() else None
 
 
+def _copied(path: Path, root: Path) -> bool:
+    """Whether staging copies `path` (under `root`) into the sandbox: it never copies a symbolic link."""
+    return not any(part.is_symlink() for part in (path, *path.parents) if part == root or root in part.parents)
+
+
 def _skill_dirs(directory: Path) -> Iterator[Path]:
     if directory.is_dir():
-        yield from sorted(p for p in directory.iterdir() if (p / _SKILL_FILE).is_file())
+        yield from sorted(p for p in directory.iterdir()
+                          if (p / _SKILL_FILE).is_file() and _copied(p / _SKILL_FILE, directory))
 
 
 def _command_files(directory: Path) -> Iterator[tuple[str, Path]]:
     """`(name, file)` of each command: nested directories join with ':'."""
     if directory.is_dir():
         for path in sorted(directory.rglob("*.md")):
-            if path.is_file():
+            if path.is_file() and _copied(path, directory):
                 yield ":".join(path.relative_to(directory).with_suffix("").parts), path
 
 
@@ -187,6 +193,10 @@ def _found_list(catalog: CommandCatalog) -> str:
 
 def _fix(skill: str, field: str, project_root: Path, home: Path | None) -> str:
     """How to make `/skill` resolve, from where a user may have it instead."""
+    own = project_root / ".claude" / "skills" / skill
+    if (own / _SKILL_FILE).is_file():  # there, but not copied
+        return (f".claude/skills/{skill} is (or passes through) a symbolic link, which is never copied into the "
+                "sandbox: put a copy of the skill there instead")
     if (project_root / "skills" / skill / _SKILL_FILE).is_file():
         return (f"skills/{skill}/{_SKILL_FILE} exists, but Claude Code does not load skills from skills/: "
                 f"move it to .claude/skills/{skill}/, or make its directory a plugin in runner.plugin_dirs")

@@ -142,6 +142,34 @@ def test_a_skill_only_in_the_users_home_is_refused_with_the_way_out(tmp_path, re
         _check(project, "mine", home=home)
 
 
+def test_symbolic_links_are_not_skills_since_staging_never_copies_them(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    _skill(elsewhere, "linked")
+    _skill(elsewhere, "file-target")
+    _write(elsewhere, "cmd.md", "x\n")
+    project = tmp_path / "project"
+    (project / ".claude/skills").mkdir(parents=True)
+    (project / ".claude/skills/linked").symlink_to(elsewhere / "linked")
+    (project / ".claude/skills/by-file").mkdir()
+    (project / ".claude/skills/by-file/SKILL.md").symlink_to(elsewhere / "file-target/SKILL.md")
+    (project / ".claude/commands").mkdir()
+    (project / ".claude/commands/cmd.md").symlink_to(elsewhere / "cmd.md")
+    _skill(project, ".claude/skills/real")
+    _, catalog = _catalog(project)
+    assert catalog.own_names == ["real"]
+    with pytest.raises(ConfigError, match=r"\.claude/skills/linked is \(or passes through\) a symbolic link, which is "
+                                          "never copied into the sandbox"):
+        _check(project, "linked")
+
+
+def test_a_symlinked_plugin_skills_dir_is_not_copied(tmp_path):
+    _skill(tmp_path / "real-skills", "zeta")
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug/skills").symlink_to(tmp_path / "real-skills")
+    _, catalog = _catalog(tmp_path, "runner: {plugin_dirs: [plug]}\n")
+    assert catalog.own_names == []
+
+
 def test_a_leading_slash_is_named(tmp_path):
     _skill(tmp_path, ".claude/skills/greeter")
     with pytest.raises(ConfigError, match="the runner adds the slash itself — write execution.skill: greeter"):
