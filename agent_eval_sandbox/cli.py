@@ -21,18 +21,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agent_eval_sandbox import __version__
-from agent_eval_sandbox.app.validate import load_checked
-from agent_eval_sandbox.config.dataset import Dataset, load_dataset
+from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
+from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import (
     CliOverrides,
     RunSettings,
     require_runnable,
-    resolve_run_settings,
 )
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.interception import compile_handlers
-from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
+from agent_eval_sandbox.runner.plan import Invocation
 
 if TYPE_CHECKING:
     from agent_eval_sandbox.sandbox.image_gc import ImageGcResult
@@ -81,11 +80,12 @@ def load_with_warnings(eval_yaml: Path) -> LoadedConfig:
     return loaded
 
 
-def load_dataset_with_warnings(loaded: LoadedConfig) -> Dataset:
-    dataset = load_dataset(loaded)
-    for warning in dataset.warnings:
-        _warn(warning)
-    return dataset
+def check_eval(eval_yaml: Path, overrides: CliOverrides, *, offline: bool,
+               claude_version: str | None = None) -> CheckedEval:
+    return checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn)
+
+
+STRICT_HELP = "Refuse the eval (exit 2) if it has any warning: what CI should use."
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -127,16 +127,20 @@ def _summary_lines(loaded: LoadedConfig, dataset: Dataset, invocations: list[Inv
 
 @cli.command()
 @click.argument("eval_yaml", default="eval.yaml", type=click.Path(path_type=Path))
+@click.option("--offline", is_flag=True,
+              help="Also parse every script an offline run uses (model, hook and judge scripts).")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 @handle_errors
-def validate(eval_yaml: Path) -> None:
+def validate(eval_yaml: Path, offline: bool, strict: bool) -> None:
     """Check EVAL_YAML (default ./eval.yaml) and its dataset without running anything."""
-    loaded = load_with_warnings(eval_yaml)
-    dataset = load_dataset_with_warnings(loaded)
-    settings = resolve_run_settings(loaded.config, CliOverrides(), num_cases=len(dataset.cases))
-    invocations = plan_invocations(loaded.config, dataset.cases, settings)
-    handlers = compile_handlers(loaded)
-    for line in _summary_lines(loaded, dataset, invocations):
+    checked = check_eval(eval_yaml, CliOverrides(), offline=offline)
+    handlers = compile_handlers(checked.loaded)
+    if strict:
+        refuse_warnings(checked.warnings)
+    for line in _summary_lines(checked.loaded, checked.dataset, checked.invocations):
         click.echo(line)
+    for line in checked.preflight.checked:
+        click.echo(f"  checked:    {line}")
     if handlers is not None:
         click.echo(f"  interception: {len(handlers.handlers)} handler(s), hook model {handlers.hook_model}")
 
@@ -176,11 +180,16 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--offline", is_flag=True,
               help="Use each case's model_script.yaml as the model (scripted server behind the gateway): "
               "no key, no network.")
+@click.option("--record", is_flag=True,
+              help="Keep each case's model exchanges as cases/<id>/cassette.jsonl, for --replay.")
+@click.option("--replay", type=click.Path(path_type=Path),
+              help="Play each case's model from the cassettes of this recorded run: no key, no network.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -192,15 +201,19 @@ def run(
     parallelism: int | None,
     skill_args: str | None,
     offline: bool,
+    record: bool,
+    replay: Path | None,
     runs_dir: str | None,
     run_id: str | None,
     claude_version: str | None,
     rebuild_image: bool,
     as_json: bool,
+    strict: bool,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
-    loaded = load_with_warnings(eval_yaml)
-    dataset = load_dataset_with_warnings(loaded)
+    if offline and replay is not None:
+        raise UserError("--offline and --replay are exclusive",
+                        fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
     overrides = CliOverrides(
         timeout=timeout,
         max_budget=max_budget,
@@ -209,12 +222,15 @@ def run(
         model=model,
         subagent_model=subagent_model,
     )
-    settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
-    invocations = plan_invocations(loaded.config, dataset.cases, settings)
+    checked = check_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version)
+    loaded, dataset, settings, invocations = checked.loaded, checked.dataset, checked.settings, checked.invocations
+    if strict:
+        refuse_warnings(checked.warnings)
     if not dry_run:
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
-                 claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json)
+                 claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
+                 replay=replay)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -242,6 +258,8 @@ def _execute(
     claude_version: str | None,
     rebuild_image: bool,
     as_json: bool,
+    record: bool = False,
+    replay: Path | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -256,9 +274,11 @@ def _execute(
         invocations=invocations,
         runs_base=runs_base(runs_dir, os.environ),
         run_id=validate_run_id(run_id) if run_id else new_run_id(),
-        offline=offline,
+        offline=offline or replay is not None,
         claude_version=claude_version,
         rebuild_image=rebuild_image,
+        record=record,
+        replay=replay,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -266,10 +286,16 @@ def _execute(
     outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
     score = outcome.score
     assert score is not None
+    # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
+    drifted = sorted(case for case, reason in outcome.result.end_reasons.items() if reason == "replay_mismatch")
+    exit_code = score.exit_code or (1 if drifted else 0)
+    if drifted:
+        click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
+                   f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
     if as_json:
         click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
                                "score": score.to_json()}, indent=2, default=str))
-        sys.exit(score.exit_code)
+        sys.exit(exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
     result = outcome.result
     console.print(
@@ -278,7 +304,7 @@ def _execute(
         highlight=False,
     )
     _print_score(score)
-    sys.exit(score.exit_code)
+    sys.exit(exit_code)
 
 
 def _print_score(score: Any) -> None:
@@ -444,6 +470,33 @@ def model_server(script: Path, host: str, port: int) -> None:
     from agent_eval_sandbox.gateway.model_server import serve
 
     serve(script, host, port)
+
+
+@cli.group()
+def cassette() -> None:
+    """Work with the cassettes of recorded runs (`run --record`)."""
+
+
+@cassette.command("to-script")
+@click.argument("cassette_path", metavar="CASSETTE", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: stdout).")
+@click.option("--advance", type=click.Choice(["per_turn", "per_request"]),
+              help="How the script picks its steps (default: per_turn when the recording allows it).")
+@handle_errors
+def cassette_to_script_command(cassette_path: Path, output: Path | None, advance: str | None) -> None:
+    """Write CASSETTE (a cassette.jsonl, or a case directory holding one) as a model_script.yaml."""
+    from agent_eval_sandbox.gateway.cassette import load_cassette
+    from agent_eval_sandbox.gateway.script import Advance
+    from agent_eval_sandbox.gateway.to_script import cassette_to_script
+    from agent_eval_sandbox.rundir.layout import CaseDir
+
+    path = CaseDir(cassette_path).cassette if cassette_path.is_dir() else cassette_path
+    text = cassette_to_script(load_cassette(path), Advance(advance) if advance else None)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
 
 
 # Each running case holds sockets, pipes and log files; the usual soft limit of

@@ -67,6 +67,8 @@ class RunRequest:
     offline: bool
     claude_version: str | None = None
     rebuild_image: bool = False
+    record: bool = False  # each case's gateway channel writes its cassette
+    replay: Path | None = None  # a recorded run whose cassettes play the agent's model
 
 
 @dataclass
@@ -93,14 +95,15 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     loaded, config, settings = request.loaded, request.loaded.config, request.settings
     environ = dict(os.environ)
     warn = _warner(err_console)
-    models = model_access(loaded, offline=request.offline, environ=environ)
+    claude_version = request.claude_version or config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
+    models = model_access(loaded, offline=request.offline, environ=environ, record=request.record,
+                          replay=request.replay, settings=settings, claude_version=claude_version)
     for warning in models.warnings(request.invocations):
         warn(warning)
     handlers = compile_handlers(loaded)
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
     backend = _backend(request, err_console, backend)
-    claude_version = request.claude_version or config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
@@ -169,6 +172,8 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
         "project_root": str(request.loaded.root),
         "run_id": request.run_id,
         "offline": request.offline,
+        "recorded": request.record,
+        "replay_of": str(request.replay.resolve()) if request.replay is not None else None,
         "image": image,
         "claude_version": claude_version,
         "mode": config.execution.mode,
@@ -200,7 +205,7 @@ def _stage_project(request: RunRequest, staging: Path, handlers: ToolHandlers | 
         if note:
             warn(note)
     else:
-        staged = stage_project_resources(config, loaded.root, staging / "project", is_denied=is_denied, exclude=key)
+        staged = stage_project_resources(config, loaded.paths, staging / "project", is_denied=is_denied, exclude=key)
         resources, report = tuple(staged.resources), staged.report
     left_out = left_out_line(key, report.excluded, loaded.root)
     if left_out:

@@ -39,6 +39,7 @@ class RunSettings:
     model: str | None
     subagent_model: str | None
     template: str  # execution.arguments (skill mode) or execution.prompt (prompt mode)
+    template_source: str = "execution.arguments"  # where `template` came from, for error messages
 
 
 def _first_set(*values: T | None, default: T) -> T:
@@ -63,6 +64,8 @@ def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: in
     subagent = _first_set(cli.subagent_model, config.models.subagent, default=model)
     default_template = execution.arguments if execution.skill else execution.prompt
     template = _first_set(cli.skill_args, default=default_template) or ""
+    source = "--skill-args" if cli.skill_args is not None else (
+        "execution.arguments" if execution.skill else "execution.prompt")
     return RunSettings(
         timeout_s=int(timeout),
         max_budget_usd=float(budget),
@@ -70,11 +73,18 @@ def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: in
         model=model,
         subagent_model=subagent,
         template=template,
+        template_source=source,
     )
 
 
 def require_runnable(config: EvalConfig, settings: RunSettings, *, config_path: str) -> None:
     """The checks `run` needs beyond a valid config (a dry run reports instead)."""
+    if config.execution.steps:
+        raise ConfigError(
+            "execution.steps (multi-step pipelines) is not run by agent-eval-sandbox yet",
+            file=config_path,
+            fix="run the steps as separate evals with execution.skill or execution.prompt for now",
+        )
     if not config.execution.skill and not config.execution.prompt:
         raise ConfigError(
             "nothing to run: neither execution.skill nor execution.prompt is set",

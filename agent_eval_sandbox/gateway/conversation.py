@@ -88,8 +88,21 @@ def block_fingerprint(block: Mapping[str, Any]) -> Fingerprint | None:
     if kind == "text":
         return "text", digest(block.get("text", ""))
     if kind in ("tool_use", "server_tool_use"):
-        return "tool_use", digest([block.get("id", ""), block.get("name", ""), block.get("input", {})])
+        call = [block.get("id", ""), block.get("name", ""), _defaults_dropped(block.get("input", {}))]
+        return "tool_use", digest(call)
     return None
+
+
+def _defaults_dropped(tool_input: Any) -> Any:
+    """A tool call's input without its top-level false/null fields.
+
+    The CLI's stream fills in defaults the model left out (Edit gets `"replace_all": false`): such a
+    field says no more than its absence. A true, a number or a text is never dropped, so the call's
+    meaning cannot change between what the model sent and what the stream shows.
+    """
+    if not isinstance(tool_input, Mapping):
+        return tool_input
+    return {k: v for k, v in tool_input.items() if v is not None and v is not False}
 
 
 def session_of(headers: Mapping[str, str]) -> str | None:

@@ -9,6 +9,9 @@ from urllib.parse import urlsplit
 from agent_eval_sandbox.errors import UserError
 
 DEFAULT_UPSTREAM_URL = "https://api.anthropic.com"
+# What the CLI gets instead of a key: the gateway replaces it with the real one on the host.
+# Not a secret, but never written where a credential could be (cassettes scrub it).
+PLACEHOLDER_API_KEY = "sk-ant-agent-eval-sandbox-placeholder"
 
 
 @dataclass(frozen=True)

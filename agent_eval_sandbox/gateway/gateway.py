@@ -9,7 +9,8 @@ case's budget and lowers its max_tokens to fit (budget.py), forwards it
 upstream with the host's credentials (the container only ever has a
 placeholder), relays streams as they arrive, replaces the reservation by what
 the response reports (a stream cut short by bound, see `_charge_cut_short`),
-and logs every exchange. It holds at most a few of a case's connections and
+and logs every exchange; a channel given a cassette path also records what it
+forwards, for replay (cassette.py). It holds at most a few of a case's connections and
 requests at once, and closes idle connections.
 """
 
@@ -33,6 +34,7 @@ import httpx
 
 from agent_eval_sandbox.gateway.api_errors import error_body
 from agent_eval_sandbox.gateway.budget import BYTES_PER_TOKEN, Admission, limited_body
+from agent_eval_sandbox.gateway.cassette import NO_TAPE, CassetteRecorder, Tape
 from agent_eval_sandbox.gateway.conversation import ConversationRecord
 from agent_eval_sandbox.gateway.credentials import Credentials, checked_upstream_url
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
@@ -162,6 +164,7 @@ class _Exchange:
     price_note: str | None = None
     charge_note: str | None = None
     error: str | None = None
+    tape: Tape = NO_TAPE  # the cassette's record of it, when the channel records
 
 
 class DuplicateKeyError(ValueError):
@@ -318,6 +321,8 @@ class _GatewayHandler(MessagesApiHandler):
         exchange.betas_dropped = dropped or None
         request = channel.client.build_request(self.command, url, headers=headers, content=raw)
         channel.conversation.record_request(exchange.request, dict(self.headers.items()))
+        if channel.recorder is not None:
+            exchange.tape = channel.recorder.begin(self.command, self.path, self.headers.items(), exchange.request)
         try:
             try:
                 response = channel.client.send(request, stream=True)
@@ -335,6 +340,7 @@ class _GatewayHandler(MessagesApiHandler):
             # Whatever was not charged by now was not billed: an unreachable
             # upstream, an error response, a body that broke off (as before reservations).
             channel.release(exchange)
+            exchange.tape.finish(exchange.outcome, exchange.error)
 
     # Both relays charge a response *before* passing on its last bytes: a
     # client's next request must find the new spend already on the books.
@@ -346,6 +352,7 @@ class _GatewayHandler(MessagesApiHandler):
             self._bad_gateway(channel, exchange, exc)
             return
         exchange.status, exchange.outcome = response.status_code, "forwarded"
+        exchange.tape.respond(response.status_code, response.headers.multi_items(), body)
         exchange.response = parse_body(body)
         if response.status_code == 200:
             channel.conversation.record_response(exchange.response, dict(self.headers.items()))
@@ -364,6 +371,7 @@ class _GatewayHandler(MessagesApiHandler):
         exchange.status, exchange.outcome = response.status_code, "forwarded"
         client_gone = False
         try:
+            exchange.tape.respond(response.status_code, response.headers.multi_items())
             self.start_chunked(response.status_code, client_headers(response.headers.multi_items()))
             try:
                 for chunk in response.iter_bytes():
@@ -371,15 +379,16 @@ class _GatewayHandler(MessagesApiHandler):
                         assembler.feed(event)
                     if assembler.usage_final and exchange.usage is None:
                         channel.charge(exchange, assembler.usage, assembler.message.get("model"))
+                    exchange.tape.chunk(chunk)
                     self.write_chunk(chunk)
                 self.end_chunked()
             except httpx.HTTPError as exc:
                 # Too late for an HTTP status: end the stream with an API error event.
                 exchange.outcome, exchange.error = "upstream_error", f"stream broke: {type(exc).__name__}: {exc}"
                 self.close_connection = True
-                self.write_chunk(
-                    encode_event("error", error_body("api_error", "model gateway: the upstream stream broke off"))
-                )
+                broke = encode_event("error", error_body("api_error", "model gateway: the upstream stream broke off"))
+                exchange.tape.chunk(broke)
+                self.write_chunk(broke)
                 self.end_chunked()
         except (ConnectionError, TimeoutError) as exc:
             # The client hung up, or stopped reading for the idle timeout.
@@ -405,6 +414,7 @@ class _GatewayHandler(MessagesApiHandler):
         exchange.response = self.send_api_error(
             502, "api_error", f"model gateway: the model API could not be reached ({type(exc).__name__})"
         )
+        exchange.tape.respond(502, [("content-type", "application/json")], json.dumps(exchange.response).encode())
 
 
 def _as_refused(raw: bytes, parsed: Any) -> Any:
@@ -460,6 +470,7 @@ class Channel(UnixSocketService):
         policy: GatewayPolicy = OPEN_POLICY,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        cassette_path: Path | None = None,
     ) -> None:
         super().__init__(socket_path, max_connections=max_connections)
         self.what = f"the model gateway of case {case_id}"
@@ -478,6 +489,9 @@ class Channel(UnixSocketService):
         self._requests = 0
         self._refused = 0
         self._log: RequestLog | None = None
+        self.cassette_path = cassette_path
+        # Set while serving when the case records its model exchanges (`run --record`).
+        self.recorder: CassetteRecorder | None = None
 
     @property
     def thread_name(self) -> str:
@@ -485,6 +499,8 @@ class Channel(UnixSocketService):
 
     def _started(self, server: socketserver.BaseServer) -> None:
         self._log = RequestLog(self.log_path, secrets=self.credentials.secrets)
+        if self.cassette_path is not None:
+            self.recorder = CassetteRecorder(self.cassette_path, self.case_id, self.credentials.secrets)
 
     def _stopped(self, server: socketserver.BaseServer) -> None:
         super()._stopped(server)
@@ -494,6 +510,8 @@ class Channel(UnixSocketService):
                                                 f"of {self.max_connections}"))
         if self._log is not None:
             self._log.close()
+        if self.recorder is not None:
+            self.recorder.close()
 
     @property
     def spent_usd(self) -> float:
@@ -641,9 +659,11 @@ class ModelGateway:
         log_path: Path | str,
         *,
         upstream_url: str | None = None,
+        cassette_path: Path | None = None,
     ) -> Channel:
         """Serve a case on `socket_path`; `upstream_url` overrides the gateway's for this
-        case (offline runs give each case its own scripted server)."""
+        case (offline runs give each case its own scripted server); with `cassette_path`,
+        the channel records what it forwards there (gateway/cassette.py)."""
         channel = Channel(
             case_id,
             Path(socket_path),
@@ -653,6 +673,7 @@ class ModelGateway:
             credentials=self.credentials,
             client=self._client,
             policy=self.policy,
+            cassette_path=cassette_path,
         ).start()
         with self._lock:
             # Closed ones go: each holds its case's conversation, and a run may have thousands of cases.

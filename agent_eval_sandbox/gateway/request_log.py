@@ -27,6 +27,11 @@ def redact_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {name: REDACTED if name.lower() in SENSITIVE_HEADERS else value for name, value in headers}
 
 
+def secret_forms(secrets: Iterable[str]) -> tuple[str, ...]:
+    """Each secret as it may appear in a written line: as is, and JSON-escaped."""
+    return tuple({form for s in secrets if s for form in (s, json.dumps(s)[1:-1])})
+
+
 def scrub(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         if secret:
@@ -115,7 +120,7 @@ class RequestLog:
         self._dropped = 0
         self._last: LogRecord | None = None
         # The JSON-escaped spelling too: that is how a secret would appear in a line.
-        self._secrets = tuple({form for s in secrets if s for form in (s, json.dumps(s)[1:-1])})
+        self._secrets = secret_forms(secrets)
         path.parent.mkdir(parents=True, exist_ok=True)
         # A body may hold "\udcff" escapes (lone surrogates once parsed): they are written back as
         # the same escapes rather than making the record, and the request, vanish.

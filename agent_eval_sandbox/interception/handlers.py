@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_eval_sandbox.config.paths import tool_prompt_file
 from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 from agent_eval_sandbox.errors import ConfigError
 
@@ -169,7 +170,7 @@ class ToolHandlers(BaseModel):
             if handler.prompt or not handler.prompt_file:
                 resolved.append(handler)
                 continue
-            path = prompt_file_path(base_dir, handler.prompt_file)
+            path = tool_prompt_file(base_dir, handler.prompt_file)
             try:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
@@ -187,12 +188,6 @@ class ToolHandlers(BaseModel):
         """The file as the reference writes it: only the fields that carry something."""
         data = self.model_dump(mode="json", exclude_defaults=True)
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
-
-
-def prompt_file_path(base_dir: Path, prompt_file: str) -> Path:
-    """Where a handler's `prompt_file` is read from: absolute, or relative to `base_dir`."""
-    path = Path(prompt_file).expanduser()
-    return path if path.is_absolute() else base_dir / path
 
 
 def pattern_matches(pattern: str, tool_name: str) -> bool:

@@ -192,7 +192,7 @@ def _builtin(config: JudgeConfig, setup: JudgeSetup) -> Judge:
 
 def _llm(config: JudgeConfig, setup: JudgeSetup) -> Judge:
     try:
-        template = compile_prompt(config, setup.loaded.root)
+        template = compile_prompt(config, setup.loaded.paths)
     except JudgePromptError as exc:
         return BrokenJudge(config, exc.render())
     return LlmJudge(config, setup, template, scale_for(config))

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent_eval_sandbox.config.models import EvalConfig, JudgeConfig
+from agent_eval_sandbox.config.paths import ProjectPaths
 from agent_eval_sandbox.errors import UserError
 
 _CONVERSATION_VAR = re.compile(r"\{\{\s*conversation\s*\}\}")
@@ -17,12 +18,6 @@ class JudgePromptError(UserError):
     """An LLM judge's prompt_file (or a context file) cannot be read."""
 
 
-def resolve_path(root: Path, relative: str) -> Path:
-    """A path from eval.yaml: absolute, or relative to the project root."""
-    path = Path(relative).expanduser()
-    return path if path.is_absolute() else root / path
-
-
 def _read_prompt_file(path: Path, what: str, judge: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -31,12 +26,13 @@ def _read_prompt_file(path: Path, what: str, judge: str) -> str:
         raise JudgePromptError(f"judge '{judge}': {what} {path} is {reason}", fix=f"fix judges[].{what}") from None
 
 
-def compile_prompt(judge: JudgeConfig, root: Path) -> str:
+def compile_prompt(judge: JudgeConfig, paths: ProjectPaths) -> str:
     """The judge's template: llm_rubric, else prompt, else prompt_file; then `context` files.
 
     An llm_rubric gets `{{ conversation }}` appended unless it already uses it.
     Context files become `## Context: <name>` sections (a missing one is left
-    out, as in the reference; the loader warns about it).
+    out, as in the reference; the loader warns about it). Both resolve as
+    `ProjectPaths.project_file` says.
     """
     if judge.llm_rubric is not None:
         template = judge.llm_rubric
@@ -45,11 +41,11 @@ def compile_prompt(judge: JudgeConfig, root: Path) -> str:
     elif judge.prompt is not None:
         template = judge.prompt
     elif judge.prompt_file is not None:
-        template = _read_prompt_file(resolve_path(root, judge.prompt_file), "prompt_file", judge.name)
+        template = _read_prompt_file(paths.project_file(judge.prompt_file), "prompt_file", judge.name)
     else:
         raise JudgePromptError(f"judge '{judge.name}' has no llm_rubric, prompt or prompt_file")
     for entry in judge.context:
-        path = resolve_path(root, entry)
+        path = paths.project_file(entry)
         if path.is_file():
             template += f"\n\n## Context: {path.name}\n\n{_read_prompt_file(path, 'context', judge.name)}"
     return template

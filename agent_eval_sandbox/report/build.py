@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval_sandbox.judges.thresholds import exit_code, regression_lines
-from agent_eval_sandbox.report.facts import read_case_facts, run_links
+from agent_eval_sandbox.report.facts import read_case_view, read_run_view
 from agent_eval_sandbox.report.html import render_html
 from agent_eval_sandbox.report.junit import render_junit
 from agent_eval_sandbox.report.summary import (
@@ -23,6 +23,7 @@ from agent_eval_sandbox.report.summary import (
     summarize,
     write_summary,
 )
+from agent_eval_sandbox.rundir.layout import is_case_id
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 from agent_eval_sandbox.rundir.write import write_text
 
@@ -91,8 +92,11 @@ class ScoreResult:
 
 def write_reports(run: FinishedRun, summary: Summary) -> ReportPaths:
     summary_yaml, summary_json = write_summary(run.dir, summary)
-    facts = read_case_facts(run, list(summary.per_case))
-    write_text(run.dir.report_html, render_html(summary, facts, run_links(run)))
+    outcomes = {case_id: run.outcome(case_id) if is_case_id(case_id) else None
+                for case_id in [*summary.per_case, *run.case_ids]}
+    page = render_html(summary, read_run_view(run, summary.eval), outcomes,
+                       lambda case_id: read_case_view(run, case_id))
+    write_text(run.dir.report_html, page)
     write_text(run.dir.junit_xml, render_junit(summary))
     return ReportPaths(summary_yaml, summary_json, run.dir.report_html, run.dir.junit_xml)
 

@@ -48,8 +48,19 @@ MODIFIED_DIR = "_modified"
 WORKSPACE_DIFF = "workspace.diff"
 GATEWAY_LOG = "gateway.jsonl"
 TOOL_DECISIONS = "tool_decisions.jsonl"
+CASSETTE = "cassette.jsonl"
+REPLAY_DIFF = "replay_diff.txt"
 CASE_RESULT = RUN_RESULT
 CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
+# Every name the tool gives a case's own files; everything else in a case directory was collected
+# from the sandbox. Collected outputs land in the case's folder too (`CaseDir.output`), after these
+# are written: eval.yaml may not name an output path whose first segment is one of them
+# (config/models.OutputConfig), or the agent's file would replace the tool's record of the case.
+# A name added above belongs here.
+CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
+                MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
+                REPLAY_DIFF)
+CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Files that are a run's, never a case's: a case id must not shadow them.
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")
@@ -134,6 +145,16 @@ class CaseDir:
     @property
     def tool_decisions(self) -> Path:
         return self.path / TOOL_DECISIONS
+
+    @property
+    def cassette(self) -> Path:
+        """The case's model exchanges (`run --record`), what `run --replay` serves."""
+        return self.path / CASSETTE
+
+    @property
+    def replay_diff(self) -> Path:
+        """A replayed case's mismatch: the recorded request against the one sent."""
+        return self.path / REPLAY_DIFF
 
     @property
     def hook_outputs(self) -> Path:

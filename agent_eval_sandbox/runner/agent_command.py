@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from agent_eval_sandbox.config.env import resolve_env
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.settings import RunSettings
+from agent_eval_sandbox.gateway.credentials import PLACEHOLDER_API_KEY
 from agent_eval_sandbox.gateway.policy import (
     DEFAULT_SMALL_MODELS,
     GatewayPolicy,
@@ -25,8 +26,6 @@ from agent_eval_sandbox.inside import paths
 # Execute-only under runc (a non-dumpable process from its first instruction); -I keeps
 # PYTHON* variables of the agent's environment from changing what the launcher runs.
 LAUNCHER_INTERPRETER = (paths.PROTECTED_PYTHON, "-I")
-# What the CLI gets instead of a key: the gateway replaces it with the real one on the host.
-PLACEHOLDER_API_KEY = "sk-ant-agent-eval-sandbox-placeholder"
 
 # Set by the host itself; a config or hook may not override them inside the sandbox.
 MANAGED_KEYS = frozenset(

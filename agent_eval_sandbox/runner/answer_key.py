@@ -2,9 +2,12 @@
 
 None of it may reach a sandbox — not through the read-only resource mounts
 (`CLAUDE.md`, `scripts/`, `skills/`, `.context/`, `.claude/{skills,agents,commands}`,
-plugin dirs), nor through a `workspace_mode: repo` copy. `answer_key` is the
-one place that turns eval.yaml's fields into absolute paths; staging only
-compares against the result, so how a field resolves can change here alone.
+plugin dirs), nor through a `workspace_mode: repo` copy. `answer_key` turns
+eval.yaml's fields into absolute paths with the same functions the judges and
+interception read them with (`config/paths.py`); where a field may resolve to
+more than one place (a judge's prompt_file: the working directory, else
+eval.yaml's directory), every candidate is in the key. Staging only compares
+against the result.
 
 What it holds:
 - eval.yaml, the dataset directory, the runs directory;
@@ -43,11 +46,10 @@ from agent_eval_sandbox.config.models import (
     HookEntry,
     JudgeConfig,
 )
+from agent_eval_sandbox.config.paths import ProjectPaths, tool_prompt_file
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.interception import HANDLERS_FILE_NAME, ToolHandlers
-from agent_eval_sandbox.interception.handlers import prompt_file_path
-from agent_eval_sandbox.judges.prompt import resolve_path
 from agent_eval_sandbox.runner.python_imports import is_file, project_files_of
 from agent_eval_sandbox.runner.workspace import resource_roots
 
@@ -95,17 +97,18 @@ class AnswerKey:
 
 def answer_key(loaded: LoadedConfig, *, runs_base: Path, handlers: ToolHandlers | None = None) -> AnswerKey:
     """The answer key of the eval `loaded`; `handlers` are the compiled `inputs.tools`, if any."""
-    config, root = loaded.config, loaded.root
+    config, where, root = loaded.config, loaded.paths, loaded.root
+    resources = resource_roots(config, where)
     always = [loaded.path, loaded.dataset_dir, runs_base]
-    paths: list[Path] = [*always, root / HANDLERS_FILE_NAME, root / scripts.JUDGE_SCRIPT, root / scripts.HOOK_SCRIPT]
+    found: list[Path] = [*always, root / HANDLERS_FILE_NAME, root / scripts.JUDGE_SCRIPT, root / scripts.HOOK_SCRIPT]
     for judge in config.judges:
-        paths += judge_files(judge, root, resource_roots(config, root))
-    paths += [prompt_file_path(root, tool.prompt_file) for tool in config.inputs.tools if tool.prompt_file]
-    if handlers is not None:
-        paths += [prompt_file_path(root, h.prompt_file) for h in handlers.handlers if h.prompt_file]
-    paths += host_hook_files(config, root, resource_roots(config, root))
+        found += judge_files(judge, where, resources)
+    found += [where.tool_prompt_file(tool.prompt_file) for tool in config.inputs.tools if tool.prompt_file]
+    if handlers is not None:  # compiled into, or read from, tool_handlers.yaml beside eval.yaml
+        found += [tool_prompt_file(root, h.prompt_file) for h in handlers.handlers if h.prompt_file]
+    found += host_hook_files(config, root, resources)
     neighbours = neighbouring_keys(root, loaded.path)
-    return AnswerKey.of([*paths, *neighbours], quiet=[*always, *neighbours])
+    return AnswerKey.of([*found, *neighbours], quiet=[*always, *neighbours])
 
 
 def left_out_line(key: AnswerKey, excluded: Iterable[Path], project_root: Path) -> str:
@@ -125,14 +128,13 @@ def left_out_line(key: AnswerKey, excluded: Iterable[Path], project_root: Path) 
             + ", ".join(sorted(shown)))
 
 
-def judge_files(judge: JudgeConfig, root: Path, resources: Iterable[Path]) -> list[Path]:
-    """What a judge reads or runs from the project."""
-    found = [resolve_path(root, name) for name in (judge.prompt_file, *judge.context) if name]
-    agent_context = (judge.agent or {}).get("context")
-    if isinstance(agent_context, list):
-        found += [resolve_path(root, name) for name in agent_context if isinstance(name, str) and name]
+def judge_files(judge: JudgeConfig, where: ProjectPaths, resources: Iterable[Path]) -> list[Path]:
+    """What a judge reads or runs from the project: every place each of its paths may resolve to."""
+    names = [judge.prompt_file, *judge.context, *(judge.agent.context if judge.agent else [])]
+    found = [path for name in names if name for path in where.project_file_candidates(name)]
     if judge.module:
-        found += module_files(judge.module, root, resources)
+        for root in where.module_roots():
+            found += module_files(judge.module, root, resources)
     return found
 
 
@@ -248,11 +250,12 @@ def _eval_config_files(path: Path) -> list[Path]:
         other = load_eval_config(path)
     except UserError:
         return [path]  # not loadable: at least the file itself (it may hold checks and answers)
-    config, root = other.config, other.root
+    config, where = other.config, other.paths
+    resources = resource_roots(config, where)
     found = [path, other.dataset_dir] if config.dataset.path else [path]
     for judge in config.judges:
-        found += judge_files(judge, root, resource_roots(config, root))
-    found += host_hook_files(config, root, resource_roots(config, root))
+        found += judge_files(judge, where, resources)
+    found += host_hook_files(config, other.root, resources)
     return found
 
 

@@ -124,6 +124,7 @@ def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts
         ctx.settings.max_budget_usd,
         out.gateway_log,
         upstream_url=upstream,
+        cassette_path=out.cassette if ctx.models.records else None,
     )
     parts.stack.callback(channel.close)
     parts.channel = channel

@@ -15,7 +15,7 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.rundir.layout import CaseDir, RunDir
 from agent_eval_sandbox.rundir.models import CaseOutcome, Changes, Integrity, bounded_denials
-from agent_eval_sandbox.rundir.write import append_text, write_json, write_yaml
+from agent_eval_sandbox.rundir.write import append_text, write_json, write_text, write_yaml
 from agent_eval_sandbox.runner.batch import assign_files
 from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
 from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, diff_chunks
@@ -48,9 +48,14 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
         else:
             collect_outputs(config, staged.collected, out.path)
     stderr_text = out.stderr_log.read_text(encoding="utf-8", errors="replace") if out.stderr_log.exists() else ""
+    mismatch = ctx.models.replay_mismatch(staged.invocation)
     end = ending(result, summary, refused=channel.gateway.refused, hook_failed=agent.hook_failed, error=agent.error,
                  background_killed=background_tasks_killed(stderr_text), timeout_s=ctx.settings.timeout_s,
-                 budget_usd=ctx.settings.max_budget_usd)
+                 budget_usd=ctx.settings.max_budget_usd, replay_mismatch=mismatch.summary if mismatch else None)
+    error = agent.error
+    if end.end_reason == "replay_mismatch" and mismatch is not None:
+        write_text(out.replay_diff, mismatch.diff)
+        error = f"{mismatch.summary} (diff: {out.replay_diff.name})" + (f"; {error}" if error else "")
     notes = [*_integrity_notes(verifier), *end.notes]
     if notes:
         append_text(out.stderr_log, "".join(f"\n{note}" for note in notes) + "\n")
@@ -78,7 +83,7 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
         result=summary.result_text,
         changes=Changes.listing(changes.added, changes.modified, changes.deleted),
         integrity=Integrity(**verifier.report()),
-        error=agent.error,
+        error=error,
     )
     if not config.is_batch:
         write_json(out.result, outcome.to_data())

@@ -3,8 +3,9 @@
 The sandbox says how the agent's command ended (`ExecResult`), the gateway
 whether it refused requests for the budget, the CLI's own stream whether it
 stopped at its budget, did not know the skill, or had its background tasks
-killed. Together they give the case's end reason, exit code, the limits it
-hit, and the notes appended to its stderr.log.
+killed, a replayed case's cassette whether the agent asked for what it holds.
+Together they give the case's end reason, exit code, the limits it hit, and
+the notes appended to its stderr.log.
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ class Ending:
     notes: tuple[str, ...]  # for the case's stderr.log, one line each
 
 
-def end_reason_of(result: ExecResult | None, *, refused: int, cli_budget_stop: bool, hook_failed: bool) -> EndReason:
+def end_reason_of(result: ExecResult | None, *, refused: int, cli_budget_stop: bool, hook_failed: bool,
+                  replay_mismatch: bool = False) -> EndReason:
     if hook_failed:
         return "hook_failed"
     if result is None:
         return "error"
+    # The agent ran against a cassette that did not hold its requests: whatever came after is drift.
+    if replay_mismatch:
+        return "replay_mismatch"
     if result.end_reason is ExecEnd.TIMED_OUT:
         return "timed_out"
     if result.end_reason is ExecEnd.OOM_KILLED:
@@ -72,12 +77,16 @@ def ending(
     background_killed: bool,
     timeout_s: float,
     budget_usd: float,
+    replay_mismatch: str | None = None,
 ) -> Ending:
+    """`replay_mismatch`: a replayed case's mismatch (its one line), if it had one."""
     budget_stop = summary.budget_exhausted
-    agent_reason = end_reason_of(result, refused=refused, cli_budget_stop=budget_stop, hook_failed=hook_failed)
+    agent_reason = end_reason_of(result, refused=refused, cli_budget_stop=budget_stop, hook_failed=hook_failed,
+                                 replay_mismatch=replay_mismatch is not None)
     # An error of the case's own after the agent ran (its sandbox broke, copy-out failed): whatever the
     # command did, the case's results are not all there.
-    reason: EndReason = "error" if error is not None and agent_reason != "hook_failed" else agent_reason
+    reason: EndReason = ("error" if error is not None and agent_reason not in ("hook_failed", "replay_mismatch")
+                         else agent_reason)
     exit_code = result.exit_code if result is not None else None
     notes: list[str] = []
     if agent_reason == "timed_out":
@@ -99,5 +108,7 @@ def ending(
         notes.append(f"ERROR: the gateway refused {refused} request(s): the case budget of ${budget_usd:g} was spent")
     if error:
         notes.append(f"ERROR: {error}")
+    if reason == "replay_mismatch":
+        notes.append(f"ERROR: {replay_mismatch}")
     limits = limits_hit_of(result, refused=refused, cli_budget_stop=budget_stop)
     return Ending(reason, exit_code, limits, tuple(notes))

@@ -1,16 +1,21 @@
-"""Where a run's models come from, chosen once: the real API (online) or scripts (offline).
+"""Where a run's models come from, chosen once: the real API (online), scripts (offline) or a recorded run (replay).
 
 Three parties call a model: the agent (through the case's gateway channel),
 the AskUserQuestion hook model (from the case's broker) and the LLM judges.
 Online, all three use the host's credentials (never the sandbox's); offline,
 each gets a scripted model server (`config/scripts.py` says which script),
 behind the same gateway, so the real CLI runs end to end with no key and no
-network.
+network. A replay is offline with each case's agent model served from the
+cassette a recorded run left in that case's directory (gateway/replay.py);
+the hook model and the judges are scripted as offline (they are not recorded).
+Any of them can record (`run --record`): the case's gateway channel then writes
+its cassette.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -18,13 +23,20 @@ from pathlib import Path
 
 from agent_eval_sandbox.config import scripts
 from agent_eval_sandbox.config.loader import LoadedConfig
+from agent_eval_sandbox.config.settings import RunSettings
+from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.gateway.cassette import load_cassette
 from agent_eval_sandbox.gateway.credentials import Credentials, upstream_url_from_env
 from agent_eval_sandbox.gateway.gateway import ModelGateway
 from agent_eval_sandbox.gateway.model_server import ScriptedModelServer
 from agent_eval_sandbox.gateway.policy import GatewayPolicy
+from agent_eval_sandbox.gateway.replay import Mismatch
+from agent_eval_sandbox.gateway.replay_server import ReplayServer
 from agent_eval_sandbox.gateway.script import Advance, Script, load_script, parse_script
 from agent_eval_sandbox.interception import AnthropicAnswerer
 from agent_eval_sandbox.model_api import ModelEndpoint
+from agent_eval_sandbox.rundir.layout import CaseDir
+from agent_eval_sandbox.rundir.read import open_finished_run
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.plan import Invocation
 
@@ -41,6 +53,8 @@ class ModelAccess(ABC):
 
     offline: bool
     judge_parallelism: int
+    # Each case's gateway channel writes its cassette (`run --record`).
+    records: bool = False
 
     @abstractmethod
     def gateway(self, policy: GatewayPolicy) -> ModelGateway:
@@ -59,7 +73,12 @@ class ModelAccess(ABC):
         """Where LLM judges call (None: the SDK's own environment)."""
 
     def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
+        """What the user should know about these models for this plan; raises UserError when it cannot run."""
         return []
+
+    def replay_mismatch(self, invocation: Invocation) -> Mismatch | None:
+        """How a replayed invocation strayed from its cassette, once its upstream is closed (None: it did not)."""
+        return None
 
     def close(self) -> None:
         """Release what lives for the whole run: by default nothing does."""
@@ -70,10 +89,11 @@ class OnlineModels(ModelAccess):
     offline = False
     judge_parallelism = ONLINE_JUDGE_PARALLELISM
 
-    def __init__(self, loaded: LoadedConfig, environ: Mapping[str, str]) -> None:
+    def __init__(self, loaded: LoadedConfig, environ: Mapping[str, str], *, record: bool = False) -> None:
         self._loaded = loaded
         self._environ = dict(environ)
         self._answerer: AnthropicAnswerer | None = None
+        self.records = record
 
     def gateway(self, policy: GatewayPolicy) -> ModelGateway:
         upstream_env = ac.gateway_upstream_env(self._loaded.config, self._environ)
@@ -104,8 +124,9 @@ class OfflineModels(ModelAccess):
     offline = True
     judge_parallelism = 1
 
-    def __init__(self, loaded: LoadedConfig) -> None:
+    def __init__(self, loaded: LoadedConfig, *, record: bool = False) -> None:
         self._loaded = loaded
+        self.records = record
 
     def _model_script_path(self, invocation: Invocation) -> Path:
         return scripts.model_script_path([c.dir for c in invocation.cases], self._loaded.dataset_dir,
@@ -156,14 +177,76 @@ class OfflineModels(ModelAccess):
         with ScriptedModelServer(script) as server:
             yield ModelEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
 
+
+class ReplayModels(OfflineModels):
+    """Offline, with each case's agent model served from its cassette in a recorded run."""
+
+    def __init__(self, loaded: LoadedConfig, recorded_run: Path, *, settings: RunSettings, claude_version: str,
+                 record: bool = False) -> None:
+        super().__init__(loaded, record=record)
+        self._recorded = open_finished_run(recorded_run)
+        self._settings = settings
+        self._claude_version = claude_version
+        self._mismatches: dict[str, Mismatch | None] = {}
+        self._lock = threading.Lock()
+
+    def cassette_path(self, invocation: Invocation) -> Path:
+        run = self._recorded.dir
+        out: CaseDir = run.batch_logs if self._loaded.config.is_batch else run.case(invocation.id)
+        return out.cassette
+
+    @contextmanager
+    def case_upstream(self, invocation: Invocation) -> Iterator[str | None]:
+        server = ReplayServer(load_cassette(self.cassette_path(invocation))).start()
+        try:
+            yield server.url
+        finally:
+            # The case's channel closed first (it was opened after this): every request is over.
+            server.close()
+            with self._lock:
+                self._mismatches[invocation.id] = server.verdict()
+
+    def replay_mismatch(self, invocation: Invocation) -> Mismatch | None:
+        with self._lock:
+            return self._mismatches.get(invocation.id)
+
     def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
-        missing = [inv.id for inv in invocations if not self._model_script_path(inv).is_file()]
-        if not missing:
-            return []
-        more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
-        return [f"--offline: no {scripts.MODEL_SCRIPT} for {', '.join(missing[:5])}{more}; "
-                "the scripted model only answers with a note"]
+        missing = [inv.id for inv in invocations if not self.cassette_path(inv).is_file()]
+        if missing:
+            more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
+            raise UserError(
+                f"--replay {self._recorded.dir.root}: no cassette for {', '.join(missing[:5])}{more}",
+                fix="replay a run recorded with `run --record` (cases/<id>/cassette.jsonl), of the same cases",
+            )
+        return self._setting_warnings()
+
+    def _setting_warnings(self) -> list[str]:
+        """Settings that change the CLI's requests, where they differ from the recorded run's."""
+        meta = self._recorded.meta
+        settings = meta.get("settings")
+        recorded: Mapping[str, object] = settings if isinstance(settings, Mapping) else {}
+        differences = [
+            (name, was, now)
+            for name, was, now in (
+                ("claude_version", meta.get("claude_version"), self._claude_version),
+                ("model", recorded.get("model"), self._settings.model),
+                ("max_budget_usd", recorded.get("max_budget_usd"), self._settings.max_budget_usd),
+            )
+            if was is not None and was != now
+        ]
+        return [f"--replay: {name} is {now!r}, the recorded run had {was!r}: the CLI's requests may not match "
+                "its cassettes (replay_mismatch)" for name, was, now in differences]
 
 
-def model_access(loaded: LoadedConfig, *, offline: bool, environ: Mapping[str, str] | None = None) -> ModelAccess:
-    return OfflineModels(loaded) if offline else OnlineModels(loaded, os.environ if environ is None else environ)
+def model_access(loaded: LoadedConfig, *, offline: bool, environ: Mapping[str, str] | None = None,
+                 record: bool = False, replay: Path | None = None, settings: RunSettings | None = None,
+                 claude_version: str = "") -> ModelAccess:
+    """The run's models: a replay of a recorded run (`replay`, with this run's settings and CLI version), else
+    offline or online; any of them recording when `record`."""
+    if replay is not None:
+        if settings is None:
+            raise ValueError("a replay needs the run's settings")
+        return ReplayModels(loaded, replay, settings=settings, claude_version=claude_version, record=record)
+    if offline:
+        return OfflineModels(loaded, record=record)
+    return OnlineModels(loaded, os.environ if environ is None else environ, record=record)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agent_eval_sandbox.config.dataset import Case
@@ -31,11 +32,20 @@ def compose_prompt(config: EvalConfig, rendered: str) -> str:
     return rendered
 
 
-def render_for_case(template: str, case: Case) -> str:
+def _template_origin(settings: RunSettings, eval_file: Path | None) -> str:
+    """Where the template that failed is written: `--skill-args`, or eval.yaml's field."""
+    if settings.template_source.startswith("--") or eval_file is None:
+        return settings.template_source
+    return f"{eval_file}: {settings.template_source}"
+
+
+def render_for_case(template: str, case: Case, *, origin: str = "") -> str:
+    """The template rendered for one case; an error names the case's input file and the template's origin."""
     try:
         return render_template(template, case.input)
     except TemplateError as exc:
-        raise TemplateError(f"case {case.id}: {exc.message}", fix=exc.fix) from None
+        where = f" (template: {origin})" if origin else ""
+        raise TemplateError(f"{case.input_file}: case {case.id}: {exc.message}{where}", fix=exc.fix) from None
 
 
 def batch_entries(cases: list[Case]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -45,11 +55,15 @@ def batch_entries(cases: list[Case]) -> tuple[list[dict[str, Any]], list[dict[st
     return entries, order
 
 
-def plan_invocations(config: EvalConfig, cases: list[Case], settings: RunSettings) -> list[Invocation]:
+def plan_invocations(
+    config: EvalConfig, cases: list[Case], settings: RunSettings, *, eval_file: Path | None = None
+) -> list[Invocation]:
+    """What each invocation runs; `eval_file` (eval.yaml) is named in template errors."""
+    origin = _template_origin(settings, eval_file)
     if not config.is_batch:
         invocations = []
         for case in cases:
-            rendered = render_for_case(settings.template, case)
+            rendered = render_for_case(settings.template, case, origin=origin)
             invocations.append(
                 Invocation(id=case.id, cases=(case,), prompt=compose_prompt(config, rendered), arguments=rendered)
             )
@@ -60,7 +74,9 @@ def plan_invocations(config: EvalConfig, cases: list[Case], settings: RunSetting
     try:
         rendered = render_template(settings.template, first)
     except TemplateError as exc:
-        raise TemplateError(f"batch (first entry of batch.yaml): {exc.message}", fix=exc.fix) from None
+        where = f"{cases[0].input_file}: " if cases else ""
+        raise TemplateError(f"{where}batch (first entry of batch.yaml): {exc.message} (template: {origin})",
+                            fix=exc.fix) from None
     return [
         Invocation(
             id="batch",

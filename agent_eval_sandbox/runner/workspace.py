@@ -24,6 +24,7 @@ import yaml
 
 from agent_eval_sandbox.config.dataset import Case
 from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.config.paths import ProjectPaths, workspace_file
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.runner.plan import Invocation
@@ -192,7 +193,7 @@ def stage_case_workspace(
     shutil.copyfile(case.input_file, dest / case.input_file.name)
     report.files += 1
     for entry in config.dataset.workspace.files:
-        source = case.dir / entry
+        source = workspace_file(case.dir, entry)
         if not source.exists() and not source.is_symlink():
             continue
         if source.is_symlink():
@@ -271,23 +272,19 @@ class StagedResources:
     report: StagingReport  # report.excluded: what the answer key took out of them
 
 
-def plugin_dir_path(project_root: Path, configured: str) -> Path:
-    """A `runner.plugin_dirs` entry: absolute, or relative to the project root."""
-    return Path(configured) if Path(configured).is_absolute() else (project_root / configured).resolve()
-
-
-def resource_roots(config: EvalConfig, project_root: Path) -> list[Path]:
+def resource_roots(config: EvalConfig, where: ProjectPaths) -> list[Path]:
     """Every directory or file mounted into the sandbox from the project, whether it exists or not."""
+    project_root = where.project_root
     return [
         *(project_root / name for name in PROJECT_RESOURCES),
         *(project_root / ".claude" / name for name in CLAUDE_RESOURCES),
-        *(plugin_dir_path(project_root, configured) for configured in config.runner.plugin_dirs),
+        *(where.plugin_dir(configured) for configured in config.runner.plugin_dirs),
     ]
 
 
 def stage_project_resources(
     config: EvalConfig,
-    project_root: Path,
+    where: ProjectPaths,
     dest: Path,
     *,
     is_denied: DeniedPredicate = _never_denied,
@@ -295,6 +292,7 @@ def stage_project_resources(
 ) -> StagedResources:
     """Copies of the project's skills, agents, commands, CLAUDE.md, scripts and
     plugin dirs, to be bind-mounted read-only into every case's /workspace."""
+    project_root = where.project_root
     staged: list[StagedResource] = []
     report = StagingReport()
     for name in PROJECT_RESOURCES:
@@ -314,10 +312,10 @@ def stage_project_resources(
                 staged.append(StagedResource(dest / ".claude" / name, f"{paths.WORKSPACE}/{rel}"))
     seen: dict[str, Path] = {}
     for configured in config.runner.plugin_dirs:
-        plugin = plugin_dir_path(project_root, configured)
+        plugin = where.plugin_dir(configured)
         if not plugin.is_dir():
             raise ConfigError(f"plugin directory {configured!r} not found ({plugin})", field="runner.plugin_dirs",
-                              fix="correct the path (relative paths resolve against the eval.yaml directory)")
+                              fix="correct the path (relative to the working directory or to eval.yaml's directory)")
         previous = seen.setdefault(plugin.name, plugin)
         if previous != plugin:
             raise ConfigError(f"two plugin directories share the name {plugin.name!r}: {previous} and {plugin}",

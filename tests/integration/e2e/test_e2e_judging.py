@@ -61,6 +61,16 @@ def test_thresholds_met_exit_0_and_reports_written(project):
     assert per_case["good"]["quality"]["value"] == 5 and per_case["lazy"]["quality"]["value"] == 2
     for name in ("report.html", "junit.xml", "summary.json"):
         assert (result.run_dir / name).is_file()
+    # report.html holds what the real CLI did, inline: the prompt, the tool call and its input, the final
+    # text, the collected file; the lazy case's failing verdict is listed before any case's detail.
+    report = (result.run_dir / "report.html").read_text(encoding="utf-8")
+    for shown in ("/scribe write", '<span class="tname">Bash</span>', "mkdir -p out &amp;&amp; echo hello &gt; out/a.txt",
+                  "wrote it", "I will not write anything.", "out/a.txt", "claude-sonnet-4-6", "scripted"):
+        assert shown in report, shown
+    start = report.index('<section id="failures">')
+    failures = report[start:report.index("</section>", start)]
+    assert "Failing verdicts" in failures and ">lazy<" in failures and ">good<" not in failures
+    assert 'href="cases/' not in report
 
 
 def test_a_failed_threshold_exits_1_and_names_it(project):

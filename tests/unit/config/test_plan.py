@@ -15,7 +15,7 @@ def _plan(write_eval, make_case, eval_text, cases, overrides=CliOverrides()):
     loaded = load_eval_config(write_eval(eval_text))
     dataset = load_dataset(loaded)
     settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
-    return plan_invocations(loaded.config, dataset.cases, settings)
+    return plan_invocations(loaded.config, dataset.cases, settings, eval_file=loaded.path)
 
 
 def test_skill_mode_prompt_is_slash_skill_with_args(write_eval, make_case):
@@ -35,10 +35,30 @@ def test_skill_args_flag_overrides_template(write_eval, make_case):
     assert plan[0].prompt == "/s --only x"
 
 
-def test_missing_field_names_case(write_eval, make_case):
+def test_missing_field_names_case(write_eval, make_case, tmp_path):
     with pytest.raises(TemplateError) as info:
         _plan(write_eval, make_case, "execution: {skill: s, arguments: '{prompt}'}\ndataset: {path: cases}\n", {"c9": "x: 1\n"})
-    assert "case c9" in str(info.value) and "Missing required field in template: prompt" in str(info.value)
+    message = str(info.value)
+    assert "case c9" in message and "Missing required field in template: prompt" in message
+    # The case's input.yaml and the eval file with the template's field, so both places to fix are named.
+    assert message.startswith(f"{tmp_path / 'cases' / 'c9' / 'input.yaml'}: ")
+    assert f"(template: {tmp_path / 'eval.yaml'}: execution.arguments)" in message
+
+
+def test_template_error_from_skill_args_names_the_flag(write_eval, make_case, tmp_path):
+    with pytest.raises(TemplateError) as info:
+        _plan(write_eval, make_case, "execution: {prompt: p}\ndataset: {path: cases}\n", {"c1": "x: 1\n"},
+              CliOverrides(skill_args="{missing}"))
+    assert "input.yaml" in str(info.value) and "(template: --skill-args)" in str(info.value)
+
+
+def test_batch_template_error_names_the_first_case_and_the_eval_file(write_eval, make_case, tmp_path):
+    with pytest.raises(TemplateError) as info:
+        _plan(write_eval, make_case, "execution: {mode: batch, prompt: '{{ input.nope }}'}\ndataset: {path: cases}\n",
+              {"a": "prompt: first\n"})
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'cases' / 'a' / 'input.yaml'}: batch (first entry of batch.yaml)")
+    assert f"{tmp_path / 'eval.yaml'}: execution.prompt" in message
 
 
 def test_batch_mode_prompt_from_first_entry(write_eval, make_case):

@@ -75,3 +75,9 @@ def test_nothing_to_run(write_eval):
     config = _config(write_eval, "models: {skill: m}\n")
     with pytest.raises(ConfigError, match="neither execution.skill nor execution.prompt"):
         require_runnable(config, resolve_run_settings(config, CliOverrides()), config_path="eval.yaml")
+
+
+def test_a_pipeline_is_refused_at_run_until_steps_run(write_eval):
+    config = _config(write_eval, "models: {skill: m}\nexecution: {steps: [{id: a, skill: s}]}\n")
+    with pytest.raises(ConfigError, match="execution.steps .* is not run by agent-eval-sandbox yet"):
+        require_runnable(config, resolve_run_settings(config, CliOverrides()), config_path="eval.yaml")

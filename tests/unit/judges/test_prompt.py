@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agent_eval_sandbox.config.models import EvalConfig, JudgeConfig
+from agent_eval_sandbox.config.paths import ProjectPaths
 from agent_eval_sandbox.judges.prompt import (
     JudgePromptError,
     compile_prompt,
@@ -72,25 +73,29 @@ def _judge(**fields: Any) -> JudgeConfig:
 
 
 def test_llm_rubric_wraps_conversation_unless_referenced(tmp_path: Path) -> None:
-    assert compile_prompt(_judge(llm_rubric="Cited sources?"), tmp_path) == "Cited sources?\n\n# Agent Response to Evaluate\n\n{{ conversation }}"
-    assert compile_prompt(_judge(llm_rubric="Judge {{conversation}} now"), tmp_path) == "Judge {{conversation}} now"
+    assert compile_prompt(_judge(llm_rubric="Cited sources?"), _at(tmp_path)) == "Cited sources?\n\n# Agent Response to Evaluate\n\n{{ conversation }}"
+    assert compile_prompt(_judge(llm_rubric="Judge {{conversation}} now"), _at(tmp_path)) == "Judge {{conversation}} now"
+
+
+def _at(root: Path) -> ProjectPaths:
+    return ProjectPaths(config_dir=root, workdir=root)
 
 
 def test_priority_is_rubric_then_prompt_then_file_and_context_is_appended(tmp_path: Path) -> None:
     (tmp_path / "prompts").mkdir()
     (tmp_path / "prompts/judge.md").write_text("From file {{ outputs }}")
     (tmp_path / "guide.md").write_text("Be strict.")
-    assert compile_prompt(_judge(llm_rubric="R", prompt="P", prompt_file="prompts/judge.md"), tmp_path).startswith("R\n")
-    assert compile_prompt(_judge(prompt="P", prompt_file="prompts/judge.md"), tmp_path) == "P"
-    with_context = compile_prompt(_judge(prompt_file="prompts/judge.md", context=["guide.md", "missing.md"]), tmp_path)
+    assert compile_prompt(_judge(llm_rubric="R", prompt="P", prompt_file="prompts/judge.md"), _at(tmp_path)).startswith("R\n")
+    assert compile_prompt(_judge(prompt="P", prompt_file="prompts/judge.md"), _at(tmp_path)) == "P"
+    with_context = compile_prompt(_judge(prompt_file="prompts/judge.md", context=["guide.md", "missing.md"]), _at(tmp_path))
     assert with_context == "From file {{ outputs }}\n\n## Context: guide.md\n\nBe strict."
-    absolute = compile_prompt(_judge(prompt_file=str(tmp_path / "prompts/judge.md")), Path("/nowhere"))
+    absolute = compile_prompt(_judge(prompt_file=str(tmp_path / "prompts/judge.md")), _at(Path("/nowhere")))
     assert absolute == "From file {{ outputs }}"
 
 
 def test_an_unreadable_prompt_file_is_a_prompt_error(tmp_path: Path) -> None:
     with pytest.raises(JudgePromptError, match="prompt_file .*nope.md is not found"):
-        compile_prompt(_judge(prompt_file="nope.md"), tmp_path)
+        compile_prompt(_judge(prompt_file="nope.md"), _at(tmp_path))
 
 
 def test_judge_model_precedence() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.config.paths import ProjectPaths
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.judges.validate import validate_judges
 
@@ -28,14 +29,14 @@ def test_a_valid_set_of_judges_passes_quietly(tmp_path: Path) -> None:
         {"name": "d", "prompt_file": "prompts/q.md", "score_range": [1, 5]},
         {"name": "e", "module": "m", "function": "f"},
     )
-    assert validate_judges(config, root=tmp_path, environ=MODEL_ENV) == []
+    assert validate_judges(config, paths=ProjectPaths(config_dir=tmp_path, workdir=tmp_path), environ=MODEL_ENV) == []
 
 
 def test_unknown_builtin_lists_the_available_ones() -> None:
     with pytest.raises(ConfigError) as info:
         validate_judges(_config({"name": "a", "builtin": "cost_budgt"}), source=Path("eval.yaml"))
     message = str(info.value)
-    assert message.startswith("eval.yaml: judges[0].builtin: unknown builtin judge 'cost_budgt'")
+    assert message.startswith("eval.yaml: judges[0].builtin (judge 'a'): unknown builtin judge 'cost_budgt'")
     assert "efficiency/cost_budget" in message and "safety/no_harmful_content" in message
 
 
@@ -56,18 +57,18 @@ def test_builtin_python_judges_may_be_numeric_but_samples_warn() -> None:
 
 
 def test_syntax_errors_fail_at_load() -> None:
-    with pytest.raises(ConfigError, match=r"judges\[0\]\.check: the check snippet has a syntax error at line 2"):
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.check \(judge 'a'\): the check snippet has a syntax error at line 2"):
         validate_judges(_config({"name": "a", "check": "x = 1\nreturn (True,"}))
-    with pytest.raises(ConfigError, match=r"judges\[0\]\.if: invalid Python expression"):
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.if \(judge 'a'\): invalid Python expression"):
         validate_judges(_config({"name": "a", "check": "return True, ''", "if": "annotations.get('x') =="}))
-    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt: invalid Jinja2 template at line 1"):
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt \(judge 'a'\): invalid Jinja2 template at line 1"):
         validate_judges(_config({"name": "a", "prompt": "Score {{ outputs ", "score_range": [1, 5]}), environ=MODEL_ENV)
 
 
 def test_missing_prompt_file_fails_and_missing_context_warns(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt_file: prompt_file .*nope\.md not found"):
-        validate_judges(_config({"name": "a", "prompt_file": "nope.md"}), root=tmp_path, environ=MODEL_ENV)
-    warnings = validate_judges(_config({"name": "a", "prompt": "x", "context": ["ctx.md"]}), root=tmp_path, environ=MODEL_ENV)
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt_file \(judge 'a'\): prompt_file 'nope\.md' not found \(looked for .*nope\.md\)"):
+        validate_judges(_config({"name": "a", "prompt_file": "nope.md"}), paths=ProjectPaths(config_dir=tmp_path, workdir=tmp_path), environ=MODEL_ENV)
+    warnings = validate_judges(_config({"name": "a", "prompt": "x", "context": ["ctx.md"]}), paths=ProjectPaths(config_dir=tmp_path, workdir=tmp_path), environ=MODEL_ENV)
     assert len(warnings) == 1 and "context file" in warnings[0] and "ctx.md" in warnings[0]
 
 
@@ -79,6 +80,19 @@ def test_an_llm_judge_without_a_model_warns_what_to_set() -> None:
     assert validate_judges(_config({"name": "a", "llm_rubric": "ok?", "model": "m"}), environ={}) == []
 
 
-def test_pairwise_and_agent_judges_are_not_validated_here() -> None:
+def test_pairwise_is_not_validated_here() -> None:
     config = _config({"name": "pairwise", "prompt": "{{ broken"}, {"name": "x", "agent": {}, "prompt": "y"})
     assert validate_judges(config, environ=MODEL_ENV) == []
+
+
+def test_agent_judges_are_checked_like_llm_judges(tmp_path: Path) -> None:
+    """Their instructions are an LLM judge's: the template must compile, the prompt_file exist, a model resolve."""
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt \(judge 'x'\): invalid Jinja2"):
+        validate_judges(_config({"name": "x", "agent": {}, "prompt": "{{ broken"}), environ=MODEL_ENV)
+    where = ProjectPaths(config_dir=tmp_path, workdir=tmp_path)
+    with pytest.raises(ConfigError, match=r"judges\[0\]\.prompt_file \(judge 'x'\)"):
+        validate_judges(_config({"name": "x", "agent": {}, "prompt_file": "nope.md"}), paths=where, environ=MODEL_ENV)
+    warnings = validate_judges(_config({"name": "x", "agent": {"context": ["docs/"]}, "prompt": "y"}), paths=where,
+                               environ={})
+    assert any("agent.context entry" in w and "docs" in w for w in warnings)
+    assert any("no model for LLM judge 'x'" in w for w in warnings)

@@ -9,7 +9,7 @@ import pytest
 
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.report.build import build_reports
-from agent_eval_sandbox.report.facts import read_case_facts
+from agent_eval_sandbox.report.facts import read_case_view
 from agent_eval_sandbox.report.summary import write_summary
 from agent_eval_sandbox.rundir.layout import RunDir
 from agent_eval_sandbox.rundir.read import open_finished_run
@@ -38,8 +38,8 @@ def test_reports_are_rebuilt_from_the_stored_results(tmp_path: Path) -> None:
         assert path.is_file()
     assert json.loads(result.reports.summary_json.read_text())["judges"]["correct"]["pass_rate"] == 0.0
     html = result.reports.html.read_text()
-    assert 'href="cases/case-1/transcript.jsonl"' in html and 'href="cases/case-1/gateway.jsonl"' in html
-    assert "$0.5000" in html
+    assert 'href="cases/' not in html  # nothing links to a file next to the report
+    assert "$0.5000" in html and "cases/case-1/</code>: run_result.json, stdout.log, transcript.jsonl, gateway.jsonl." in html
 
 
 def test_text_and_json_results(tmp_path: Path) -> None:
@@ -65,12 +65,14 @@ def test_an_unjudged_run_or_a_non_run_is_a_run_dir_error(tmp_path: Path) -> None
         build_reports(tmp_path)
 
 
-def test_case_facts_prefer_the_case_file_and_fall_back_to_per_case(tmp_path: Path) -> None:
-    root = make_run(tmp_path, None, {"a": {"run_result.json": case_result(end_reason="oom_killed", exit_code=137)}, "b": {}})
+def test_case_outcomes_prefer_the_case_file_and_fall_back_to_per_case(tmp_path: Path) -> None:
+    root = make_run(tmp_path, None, {"a": {"run_result.json": case_result(end_reason="oom_killed", exit_code=137)},
+                                     "b": {}})
     result = json.loads((root / "run_result.json").read_text())
     result["per_case"]["b"] = {"end_reason": "budget_exhausted", "cost_usd": 1.5, "duration_s": "bad"}
     (root / "run_result.json").write_text(json.dumps(result))
-    facts = read_case_facts(open_finished_run(root), ["a", "b", "ghost"])
-    assert (facts["a"].end_reason, facts["a"].exit_code) == ("oom_killed", 137)
-    assert (facts["b"].end_reason, facts["b"].cost_usd, facts["b"].duration_s) == ("budget_exhausted", 1.5, None)
-    assert facts["ghost"].end_reason is None and facts["ghost"].links == ()
+    run = open_finished_run(root)
+    a, b, ghost = (read_case_view(run, c).outcome for c in ("a", "b", "ghost"))
+    assert a is not None and (a.end_reason, a.exit_code) == ("oom_killed", 137)
+    assert b is not None and (b.end_reason, b.cost_usd, b.duration_s) == ("budget_exhausted", 1.5, None)
+    assert ghost is None and read_case_view(run, "ghost").present == ()

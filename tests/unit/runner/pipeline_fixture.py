@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ from typing import Any
 import yaml
 
 from agent_eval_sandbox.config.dataset import load_dataset
-from agent_eval_sandbox.config.loader import load_eval_config
-from agent_eval_sandbox.config.settings import CliOverrides, resolve_run_settings
+from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
+from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, resolve_run_settings
 from agent_eval_sandbox.interception import compile_handlers, deny_filter
 from agent_eval_sandbox.lifecycle import HookRunner, RunInfo
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs
@@ -27,7 +28,7 @@ from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.case import run_case
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
-from agent_eval_sandbox.runner.model_access import OfflineModels
+from agent_eval_sandbox.runner.model_access import ModelAccess, OfflineModels
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
 from agent_eval_sandbox.sandbox.fake import FakeBackend
 
@@ -54,6 +55,7 @@ class Project:
 
     def eval_yaml(self, extra: str = "", *, execution: str = "") -> Path:
         """A skill eval whose cases get seed.txt and whose `out/` is collected; `extra` is more top-level YAML."""
+        self.write(".claude/skills/scribe/SKILL.md", "---\nname: scribe\ndescription: writes files\n---\nDo it.\n")
         return self.write("eval.yaml", f"""
 name: fake-run
 execution: {{skill: scribe, arguments: "{{task}}", timeout: 60, max_budget_usd: 5{execution}}}
@@ -102,8 +104,10 @@ class Pipeline:
 
 
 def build_pipeline(project: Path, backend: FakeBackend, *, timeout: int | None = None,
-                   parallelism: int | None = None) -> Pipeline:
-    """What `app/run.py` builds before the first case, minus the image and the project's resources."""
+                   parallelism: int | None = None, run_id: str = RUN_ID,
+                   models: Callable[[LoadedConfig, RunSettings], ModelAccess] | None = None) -> Pipeline:
+    """What `app/run.py` builds before the first case, minus the image and the project's resources
+    (`models`: the run's model access; default offline)."""
     loaded = load_eval_config(project / "eval.yaml")
     dataset = load_dataset(loaded)
     settings = resolve_run_settings(loaded.config, CliOverrides(timeout=timeout, parallelism=parallelism),
@@ -111,20 +115,20 @@ def build_pipeline(project: Path, backend: FakeBackend, *, timeout: int | None =
     invocations = plan_invocations(loaded.config, dataset.cases, settings)
     # Host hooks need a PATH; nothing else of the caller's environment is needed.
     environ = {"PATH": os.environ.get("PATH", os.defpath)}
-    models = OfflineModels(loaded)
+    access = models(loaded, settings) if models is not None else OfflineModels(loaded)
     # Short: the gateway's unix socket lives under it (socket paths are limited to ~100 bytes).
     staging = Path(tempfile.mkdtemp(prefix="aes-", dir="/tmp"))
-    run_dir = RunDir.create(project / "runs", loaded.config.name, RUN_ID)
+    run_dir = RunDir.create(project / "runs", loaded.config.name, run_id)
     hook_lines: list[str] = []
     warnings: list[str] = []
     hooks = HookRunner(
-        RunInfo(run_id=RUN_ID, run_dir=run_dir.root, project_root=loaded.root, config_path=loaded.path,
+        RunInfo(run_id=run_id, run_dir=run_dir.root, project_root=loaded.root, config_path=loaded.path,
                 workspace_root=staging, model=settings.model or "", caller_env=environ),
         report=lambda result: hook_lines.append(result.console_line),
     )
     ctx = RunContext(
-        loaded=loaded, settings=settings, run_dir=run_dir, run_id=RUN_ID, backend=backend, image_ref="fake-image",
-        gateway=models.gateway(ac.gateway_policy(loaded.config, settings, environ)), models=models, staging=staging,
+        loaded=loaded, settings=settings, run_dir=run_dir, run_id=run_id, backend=backend, image_ref="fake-image",
+        gateway=access.gateway(ac.gateway_policy(loaded.config, settings, environ)), models=access, staging=staging,
         resources=(), host_environ=environ, warn=warnings.append, hooks=hooks, handlers=compile_handlers(loaded),
         is_denied=deny_filter(loaded.config), global_hook_outputs=HookOutputs(), repo_copy=None,
     )

@@ -117,7 +117,7 @@ def _staged_name(rel: str) -> str:
 def test_resources_are_staged_without_the_answer_key(project: Path, tmp_path: Path) -> None:
     loaded, key = _key(project)
     dest = tmp_path / "stage"
-    staged = stage_project_resources(loaded.config, project, dest, exclude=key)
+    staged = stage_project_resources(loaded.config, loaded.paths, dest, exclude=key)
     present = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
     assert present == {_staged_name(rel) for rel in KEPT}
     assert {p.relative_to(project).as_posix() for p in staged.report.excluded} == GONE

@@ -42,3 +42,26 @@ def test_a_failed_hook_stays_hook_failed():
 
 def test_no_agent_result_is_an_error():
     assert _ending(None, error="the sandbox could not be created").end_reason == "error"
+
+
+MISMATCH = "replay mismatch: request 2 of the replay (POST /v1/messages) matches no unserved exchange"
+
+
+def _replayed(result: ExecResult | None, *, error: str | None = None, hook_failed: bool = False):
+    return ending(result, StreamSummary(), refused=0, hook_failed=hook_failed, error=error, background_killed=False,
+                  timeout_s=30, budget_usd=1.0, replay_mismatch=MISMATCH)
+
+
+def test_a_replay_that_strayed_from_its_cassette_ends_replay_mismatch_whatever_the_cli_did():
+    for result in (_result(1), _result(0), _result(None, EndReason.TIMED_OUT)):
+        end = _replayed(result)
+        assert end.end_reason == "replay_mismatch" and f"ERROR: {MISMATCH}" in end.notes
+    # an error of the case's own after it does not hide the drift
+    assert _replayed(_result(1), error="copy-out failed").end_reason == "replay_mismatch"
+
+
+def test_a_replay_that_never_ran_the_agent_is_not_a_mismatch():
+    """Its cassette was not asked for because nothing ran: the hook or the sandbox is the cause."""
+    assert _replayed(None, error="before_each hook 0 failed", hook_failed=True).end_reason == "hook_failed"
+    end = _replayed(None, error="the sandbox could not be created")
+    assert end.end_reason == "error" and not any("replay mismatch" in n for n in end.notes)

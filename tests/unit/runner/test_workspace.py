@@ -78,7 +78,7 @@ def test_project_resources_and_plugins(project, tmp_path):
     (project / "plug" / ".claude-plugin" / "plugin.json").write_text("{}")
     (project / "eval.yaml").write_text("execution: {prompt: p}\nrunner: {plugin_dirs: [plug]}\n")
     loaded = load_eval_config(project / "eval.yaml")
-    staged = stage_project_resources(loaded.config, project, tmp_path / "stage").resources
+    staged = stage_project_resources(loaded.config, loaded.paths, tmp_path / "stage").resources
     targets = {s.container_path for s in staged}
     assert targets == {"/workspace/.claude/skills", "/workspace/.staged-plugins/plug"}
     assert (tmp_path / "stage" / ".claude" / "skills" / "s1" / "SKILL.md").exists()
@@ -88,4 +88,4 @@ def test_missing_plugin_dir_is_config_error(project, tmp_path):
     (project / "eval.yaml").write_text("execution: {prompt: p}\nrunner: {plugin_dirs: [nope]}\n")
     loaded = load_eval_config(project / "eval.yaml")
     with pytest.raises(ConfigError, match="plugin directory 'nope' not found"):
-        stage_project_resources(loaded.config, project, tmp_path / "stage")
+        stage_project_resources(loaded.config, loaded.paths, tmp_path / "stage")
