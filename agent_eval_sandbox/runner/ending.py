@@ -16,8 +16,10 @@ from agent_eval_sandbox.runner.events import StreamSummary
 from agent_eval_sandbox.sandbox.base import EndReason as ExecEnd
 from agent_eval_sandbox.sandbox.base import ExecResult
 
-# The launcher's own exit code when it could not start the agent.
+# The launcher's own exit codes (inside/run_agent.py) when it did not start the agent: it could not,
+# or the case's gateway socket took no connection.
 LAUNCH_FAILED = 125
+GATEWAY_UNREACHABLE = 124
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ def end_reason_of(result: ExecResult | None, *, refused: int, cli_budget_stop: b
         return "oom_killed"
     if result.end_reason is ExecEnd.SIGNALED:
         return "signaled"
-    if result.exit_code == LAUNCH_FAILED:
+    if result.exit_code in (LAUNCH_FAILED, GATEWAY_UNREACHABLE):
         return "error"
     if refused or cli_budget_stop:
         return "budget_exhausted"
@@ -62,6 +64,10 @@ def limits_hit_of(result: ExecResult | None, *, refused: int, cli_budget_stop: b
     return tuple(hit)
 
 
+# What the teardown of an interrupted run does to a case that was running.
+ENDED_BY_INTERRUPT: frozenset[str] = frozenset({"error", "signaled", "infra_error"})
+
+
 def ending(
     result: ExecResult | None,
     summary: StreamSummary,
@@ -72,12 +78,20 @@ def ending(
     background_killed: bool,
     timeout_s: float,
     budget_usd: float,
+    infra: bool = False,
+    interrupted: bool = False,
 ) -> Ending:
+    """`infra`: the tool's own plumbing failed (`AgentRun.infra`); `interrupted`: the run was stopped
+    (Ctrl-C/SIGTERM) while the case ran, so an error or a signal is the teardown's doing."""
     budget_stop = summary.budget_exhausted
     agent_reason = end_reason_of(result, refused=refused, cli_budget_stop=budget_stop, hook_failed=hook_failed)
     # An error of the case's own after the agent ran (its sandbox broke, copy-out failed): whatever the
     # command did, the case's results are not all there.
     reason: EndReason = "error" if error is not None and agent_reason != "hook_failed" else agent_reason
+    if infra and agent_reason != "hook_failed":
+        reason = "infra_error"
+    if interrupted and reason in ENDED_BY_INTERRUPT:
+        reason = "interrupted"
     exit_code = result.exit_code if result is not None else None
     notes: list[str] = []
     if agent_reason == "timed_out":
