@@ -109,7 +109,11 @@ def aggregate(
         if sampled
         else None
     )
-    status: JudgeStatus = "OK" if scored else ("ERROR" if errored or not_run else "SKIP")
+    skipped = sum(1 for r in results if r.status == "skipped")
+    status: JudgeStatus = "OK"
+    if not scored:
+        # The judge's own errors first, then its skips; a judge whose cases all never ran is an ERROR too.
+        status = "ERROR" if errored or (not_run and not skipped) else "SKIP"
     return JudgeStats(
         judge_type=judge_type,
         mean=mean,
@@ -117,7 +121,7 @@ def aggregate(
         error_rate=(errored + not_run) / len(results) if results else None,
         scored_cases=len(scored),
         errored_cases=errored,
-        skipped_cases=sum(1 for r in results if r.status == "skipped"),
+        skipped_cases=skipped,
         not_run_cases=not_run,
         incomplete_cases=sum(1 for r in scored if r.incomplete),
         total_cases=len(results),

@@ -53,7 +53,9 @@ class ThresholdCheck(BaseModel):
 
 def _unavailable(metric: str, kind: str, stats: JudgeStats) -> str:
     if stats.scored_cases == 0 and stats.not_run_cases > 0:
-        return (f"no case was judged: {stats.not_run_cases} of {stats.total_cases} never ran "
+        others = "".join(f", {n} {what}" for n, what in ((stats.errored_cases, "errored"),
+                                                          (stats.skipped_cases, "skipped")) if n)
+        return (f"no case was judged: {stats.not_run_cases} of {stats.total_cases} never ran{others} "
                 "(see the cases' end reasons)")
     if stats.scored_cases == 0 and stats.errored_cases > 0:
         return f"{metric} unavailable — judge errored on {stats.errored_cases} cases; see the per-case rationales"
