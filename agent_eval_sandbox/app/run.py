@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -128,9 +129,10 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     statuses = [CaseStatus(inv.id) for inv in request.invocations]
     result: RunResult | None = None
     scheduled = Scheduled([])
+    cancelled = threading.Event()  # set by Ctrl-C/SIGTERM before anything else: no case starts after it
     try:
         # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
-        with run_scope(backend, request.run_id):
+        with run_scope(backend, request.run_id, cancelled):
             resources, repo_copy = _stage_project(request, staging, handlers, environ, warn)
             with hooks.around_run(config.hooks) as before_all:
                 ctx = RunContext(
@@ -138,6 +140,7 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                     image_ref=image.ref, gateway=gateway, models=models, staging=staging, resources=resources,
                     host_environ=environ, warn=warn, hooks=hooks, handlers=handlers,
                     is_denied=deny_filter(config), global_hook_outputs=before_all.outputs, repo_copy=repo_copy,
+                    cancelled=cancelled,
                 )
                 with ProgressDisplay(statuses, err_console, enabled=show_progress, run_dir=run_dir.root):
                     scheduled = run_cases(ctx, request.invocations, statuses)

@@ -75,6 +75,8 @@ def _badge(result: CaseResult | None, stats: JudgeStats | None) -> str:
         return '<span class="badge skip">—</span>'
     if result.status == "error":
         return '<span class="badge error">ERROR</span>'
+    if result.status == "not_run":  # the case never ran: never a pass, whatever it left
+        return '<span class="badge error">NOT RUN</span>'
     if result.status == "skipped":
         return '<span class="badge skip">SKIP</span>'
     value = result.value
@@ -200,7 +202,7 @@ def _samples_table(result: CaseResult) -> str:
 
 
 def _judge_block(name: str, result: CaseResult, stats: JudgeStats | None) -> str:
-    text = result.error if result.status == "error" else result.rationale
+    text = result.error if result.status in ("error", "not_run") else result.rationale
     stability = ""
     if result.stability is not None:
         s = result.stability

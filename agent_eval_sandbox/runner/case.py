@@ -242,6 +242,8 @@ def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: 
     for key in env.dropped:
         ctx.warn(f"{staged.invocation.id}: {key} is set by the sandbox itself; the configured value is ignored")
     start_broker(ctx, staged, parts, env.env)
+    if ctx.cancelled.is_set():  # its sandbox may have been made while the run's were being removed
+        raise SandboxError(INTERRUPTED)
     if parts.channel is not None and not parts.channel.serving:
         raise PlumbingError("the model gateway of the case stopped serving before the agent started")
     status.state = "running"

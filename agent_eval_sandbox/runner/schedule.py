@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from agent_eval_sandbox import exit_codes
@@ -52,7 +53,8 @@ def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequ
     except (KeyboardInterrupt, SystemExit) as exc:
         interrupted_by = exc
         ctx.cancelled.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _drain(ctx, futures)
     except BaseException:
         ctx.cancelled.set()
         pool.shutdown(wait=True, cancel_futures=True)
@@ -61,6 +63,20 @@ def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequ
     outcomes = [_outcome(ctx, future, invocation, status)
                 for future, invocation, status in zip(futures, invocations, statuses, strict=True)]
     return Scheduled(outcomes, interrupted_by)
+
+
+# While the started cases end after an interrupt: how often the run's sandboxes are swept again.
+SWEEP_INTERVAL_S = 1.0
+
+
+def _drain(ctx: RunContext, futures: Sequence[Future[CaseOutcome]]) -> None:
+    """Wait for the cases already started, removing the run's sandboxes again and again meanwhile:
+    one being created while the first sweep ran would otherwise hold its case (and the run) until its
+    deadline."""
+    while not all(future.done() for future in futures):
+        with contextlib.suppress(Exception):  # the run's final teardown tries again
+            ctx.backend.destroy_run(ctx.run_id)
+        wait(futures, timeout=SWEEP_INTERVAL_S)
 
 
 def _outcome(ctx: RunContext, future: Future[CaseOutcome], invocation: Invocation, status: CaseStatus) -> CaseOutcome:

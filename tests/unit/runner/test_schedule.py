@@ -122,7 +122,7 @@ def test_ctrl_c_removes_the_running_sandbox_and_the_queued_cases_never_start(eva
     pipeline = make_pipeline(parallelism=1)
     previous = signal.getsignal(signal.SIGINT)
     statuses = [CaseStatus(inv.id) for inv in pipeline.invocations]
-    with run_scope(backend, RUN_ID):
+    with run_scope(backend, RUN_ID, pipeline.ctx.cancelled):
         scheduled = run_cases(pipeline.ctx, pipeline.invocations, statuses)
 
     assert isinstance(scheduled.interrupted_by, KeyboardInterrupt) and scheduled.exit_code == 130
