@@ -1,7 +1,9 @@
 """Command-line interface: `agent-eval-sandbox <command>`.
 
 Every command maps user-caused errors (`UserError`) to one line on stderr and
-exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed".
+exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed (or
+no case completed)", 3 for a bug of ours, 4 for an infrastructure error of a
+case, 130/143 for an interrupted run (`exit_codes.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import click
 
-from agent_eval_sandbox import __version__
+from agent_eval_sandbox import __version__, exit_codes
 from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -33,8 +35,10 @@ from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation
 
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+EXIT_USAGE = exit_codes.USAGE
+EXIT_INTERNAL = exit_codes.INTERNAL
+JUNIT_FAIL_ON_JUDGE_HELP = ("In junit.xml, a failing verdict of a judge without a threshold fails the suite "
+                            "(by default it is reported, not failed).")
 
 
 def _warn(message: str) -> None:
@@ -53,7 +57,7 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            sys.exit(130)
+            sys.exit(exit_codes.SIGINT)
         except click.exceptions.Exit:
             raise
         except click.ClickException:
@@ -187,6 +191,7 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
+@click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -206,6 +211,7 @@ def run(
     rebuild_image: bool,
     as_json: bool,
     strict: bool,
+    junit_fail_on_judge: bool,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
     if offline and replay is not None:
@@ -227,7 +233,7 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay)
+                 replay=replay, junit_fail_on_judge=junit_fail_on_judge)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -257,6 +263,7 @@ def _execute(
     as_json: bool,
     record: bool = False,
     replay: Path | None = None,
+    junit_fail_on_judge: bool = False,
 ) -> None:
     from rich.console import Console
 
@@ -276,30 +283,35 @@ def _execute(
         rebuild_image=rebuild_image,
         record=record,
         replay=replay,
+        junit_fail_on_judge=junit_fail_on_judge,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
     err_console = Console(stderr=True, soft_wrap=True)
     outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
-    score = outcome.score
-    assert score is not None
+    result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
-    drifted = sorted(case for case, reason in outcome.result.end_reasons.items() if reason == "replay_mismatch")
-    exit_code = score.exit_code or (1 if drifted else 0)
+    drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
+    exit_code = (score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
     if drifted:
         click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
                    f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
     if as_json:
-        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
-                               "score": score.to_json()}, indent=2, default=str))
-        sys.exit(exit_code)
+        document: dict[str, Any] = {"run_dir": str(run_dir), "run_result": result.to_data(),
+                                    "interrupted": result.interrupted}
+        if score is not None:
+            document["score"] = score.to_json()
+        click.echo(json.dumps(document, indent=2, default=str))
+        sys.exit(outcome.interrupted_exit or exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
-    result = outcome.result
-    console.print(
-        f"{result.num_cases} case(s), {result.wall_clock_s:.1f}s wall clock, "
-        f"${result.cost_usd:.4f}; results in {outcome.run_dir.root}",
-        highlight=False,
-    )
+    cost = f"${result.cost_usd:.4f}" + (" (scripted: offline run, no model was billed)" if offline else "")
+    console.print(f"{result.num_cases} case(s), {result.wall_clock_s:.1f}s wall clock, {cost}; results in {run_dir}",
+                  highlight=False, markup=False)
+    if outcome.interrupted_exit is not None or score is None:
+        click.echo(f"INTERRUPTED: {result.finished} of {result.planned} cases finished; the run was not judged")
+        click.echo(f"run directory: {run_dir}")
+        click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
+        sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
     _print_score(score)
     sys.exit(exit_code)
 
@@ -329,26 +341,29 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
               help="Seconds one judge may take on one case.")
 @click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True, help="Cases judged at once.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
-          as_json: bool) -> None:
+          as_json: bool, junit_fail_on_judge: bool) -> None:
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
     result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
-                       parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)))
+                       parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)),
+                       junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
-def report(run_dir: Path, as_json: bool) -> None:
+def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
     from agent_eval_sandbox.report.build import build_reports
 
-    _finish_with_score(build_reports(run_dir), as_json)
+    _finish_with_score(build_reports(run_dir, junit_fail_on_judge=junit_fail_on_judge), as_json)
 
 
 @cli.command("compile-handlers")

@@ -31,6 +31,12 @@ class SandboxError(Exception):
     """The sandbox itself failed (not the command in it); the case is an error, not a failure."""
 
 
+class SandboxInfraError(SandboxError):
+    """The sandbox machinery failed before the command could start (creating the sandbox, copying
+    the workspace in, starting the exec): nothing the command did caused it. A case that ends on
+    one is an `infra_error`, not the skill's failure."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource caps of one sandbox. tmpfs sizes count against `memory_bytes` once filled."""
