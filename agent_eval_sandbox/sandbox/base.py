@@ -263,7 +263,7 @@ class SandboxBackend(ABC):
         Called once per run, before the image. `shared_dir`: the one the user
         gave (--shared-dir), else the backend chooses (here: the temp directory).
         """
-        return HostPaths(shared_root(shared_dir, runs_base, in_container=False, tmp=Path(tempfile.gettempdir())))
+        return HostPaths.at(shared_root(shared_dir, runs_base, in_container=False, tmp=Path(tempfile.gettempdir())))
 
     def check_host_paths(self, host: HostPaths, image: str) -> None:
         """Raise SharedDirError unless sandboxes of `image` can mount what is under `host.root`."""

@@ -148,7 +148,7 @@ class DockerBackend(SandboxBackend):
         )
         volumes: dict[str, str] = {}
         container_id: str | None = None
-        lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.root if self._host is not None else None))
+        lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.base if self._host is not None else None))
         lifeline_mount = BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)
         try:
             with docker_errors(f"creating sandbox {name}"):
@@ -228,7 +228,7 @@ class DockerBackend(SandboxBackend):
         mounts = own.mounts if own is not None else ()
         if own is not None and daemon_path(PurePosixPath(root), mounts) is None:
             raise missing_mount_error(root, why=candidates_note(mounts))
-        self._host = HostPaths(root, mounts, in_container=in_container)
+        self._host = HostPaths.at(root, mounts, in_container=in_container)
         return self._host
 
     def check_host_paths(self, host: HostPaths, image: str) -> None:
@@ -274,8 +274,10 @@ class DockerBackend(SandboxBackend):
                 except docker.errors.NotFound:
                     continue  # removed meanwhile, e.g. by its own sandbox's destroy()
                 except docker.errors.APIError as exc:
-                    if obj.kind == "volume" and exc.status_code == 409:
-                        continue  # in use by a container that is kept; it goes with it
+                    if exc.status_code == 409 and (obj.kind == "volume" or "in progress" in str(exc.explanation)):
+                        # A volume in use by a container that is kept goes with it; a container whose removal
+                        # is in progress (its own sandbox's destroy, racing a SIGTERM's teardown) is going.
+                        continue
                     raise
             removed.append(
                 RemovedObject(obj.kind, obj.name, obj.labels.get(L.RUN_ID), obj.labels.get(L.CASE_ID), reason)

@@ -11,12 +11,22 @@ mount or a volume) exist for the daemon, possibly under another path.
 `HostPaths` is that seam: the directory under which the controller makes every
 sandbox-visible file (`root`), and how a path under it is spelled for the daemon
 (`for_daemon`, through the controller's own mounts when it runs in a container).
+
+The controller binds unix sockets under `root`, and a socket's path may not
+exceed 107 bytes; a runs directory in a CI checkout easily takes half of that.
+A long `root` is therefore reached through a short symlink in the temp
+directory (`alias`): the controller's paths go through it, the daemon is given
+the real ones. Everything here is pure except `HostPaths.at` and `temp_dir`.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ipaddress
+import os
 import re
+import secrets
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,18 +62,60 @@ class HostPaths:
     mounts: tuple[MountMap, ...] = ()
     # The controller runs in a container: whether the daemon sees `root` is checked, not assumed.
     in_container: bool = False
+    # A short symlink to `root`, when `root` is too long to hold socket paths (see the module's doc).
+    alias: Path | None = None
+
+    @classmethod
+    def at(cls, root: Path, mounts: tuple[MountMap, ...] = (), *, in_container: bool = False,
+           tmp: Path | None = None) -> HostPaths:
+        """`root` (made if missing), with a short alias in `tmp` when it is too long; the alias goes at exit."""
+        root.mkdir(parents=True, exist_ok=True)
+        alias = short_alias(root, tmp or Path(tempfile.gettempdir()))
+        return cls(root, mounts, in_container, alias)
+
+    @property
+    def base(self) -> Path:
+        """Where the controller makes its sandbox-visible directories (and binds sockets in them)."""
+        return self.alias or self.root
 
     def for_daemon(self, path: Path) -> Path:
-        """`path` as the daemon knows it; unchanged when no mount of the controller holds it."""
+        """`path` as the daemon knows it: through the alias to `root`, then through the controller's mounts."""
+        if self.alias is not None and path.is_relative_to(self.alias):
+            path = self.root / path.relative_to(self.alias)
         if not self.mounts:
             return path
         found = daemon_path(PurePosixPath(path), self.mounts)
         return Path(found) if found is not None else path
 
     def temp_dir(self, prefix: str) -> Path:
-        """A fresh private directory under `root` (the caller removes it)."""
+        """A fresh private directory under `base` (the caller removes it)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.root))
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.base))
+
+
+# The longest path the controller makes under a root: <prefix+8>/<slot>/run/<socket> or aes-ll-<8>/lifeline.sock,
+# with room for long slot names. A root longer than this leaves too little of the 107 bytes.
+ALIAS_ABOVE_BYTES = 56
+
+
+def short_alias(root: Path, tmp: Path) -> Path | None:
+    """A symlink `tmp/aes-r-<random>` to `root` if `root` is long, removed when this process exits."""
+    if len(os.fsencode(root)) <= ALIAS_ABOVE_BYTES:
+        return None
+    for _ in range(100):
+        alias = tmp / f"aes-r-{secrets.token_hex(4)}"
+        try:
+            os.symlink(root, alias)  # fails on an existing name: a sticky /tmp keeps ours ours
+        except FileExistsError:
+            continue
+        atexit.register(_unlink_quietly, alias)
+        return alias
+    raise OSError(f"could not make a short symlink to {root} in {tmp}")
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
 
 
 def daemon_path(path: PurePosixPath, mounts: Iterable[MountMap]) -> PurePosixPath | None:
