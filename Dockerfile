@@ -38,9 +38,10 @@ RUN set -eu; \
 
 # ---- the image: Python, git (repo-mode snapshots), the venv; no compiler, no pip -----
 FROM ${BASE_IMAGE}
-RUN if ! command -v python3 >/dev/null || ! command -v git >/dev/null; then \
+RUN missing=""; command -v python3 >/dev/null || missing="python3"; command -v git >/dev/null || missing="$missing git"; \
+    if [ -n "$missing" ]; then \
       apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        python3 git ca-certificates && rm -rf /var/lib/apt/lists/*; \
+        $missing ca-certificates && rm -rf /var/lib/apt/lists/*; \
     fi; \
     mkdir -p /cache && chmod 1777 /cache; \
     useradd --uid 10001 --user-group --create-home --home-dir /home/aes aes

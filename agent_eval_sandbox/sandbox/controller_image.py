@@ -50,18 +50,18 @@ def default_ref() -> str:
     return f"{CONTROLLER_REPOSITORY}:{__version__}"
 
 
-def checkout_root(package_dir: Path = PACKAGE_DIR) -> Path:
-    """The source checkout this package runs from; an ImageError when it is an installed copy."""
-    root = package_dir.parent
-    missing = [name for name in CONTEXT_ENTRIES if not (root / name).exists()]
-    if missing:
-        raise ImageError(
-            f"`image build --controller` builds the top-level Dockerfile of a source checkout, and this "
-            f"agent-eval-sandbox is installed from a package ({root} has no {', '.join(missing)})",
-            fix="run it from a clone's environment (e.g. `.venv/bin/agent-eval-sandbox image build --controller`), "
-            "or `docker build -t agent-eval-sandbox-controller .` in the clone",
-        )
-    return root
+def checkout_root(package_dir: Path = PACKAGE_DIR, cwd: Path | None = None) -> Path:
+    """The source checkout to build: the one this package runs from (an editable install), else the
+    current directory; an ImageError when neither is one."""
+    candidates = [package_dir.parent, (cwd or Path.cwd()).absolute()]
+    for root in candidates:
+        if all((root / name).exists() for name in CONTEXT_ENTRIES):
+            return root
+    raise ImageError(
+        "`image build --controller` builds the top-level Dockerfile of a source checkout of agent-eval-sandbox, "
+        f"and neither {candidates[0]} nor the current directory is one",
+        fix="run it in a clone, or `docker build -t agent-eval-sandbox-controller .` there",
+    )
 
 
 def requirements(pyproject: Path) -> list[str]:

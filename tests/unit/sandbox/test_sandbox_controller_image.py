@@ -61,12 +61,14 @@ def test_pip_downloads_binary_wheels_for_the_images_python_and_the_daemons_arch(
         ci.pip_download_argv([], tmp_path, "s390x")
 
 
-def test_an_installed_copy_is_told_to_build_from_a_checkout(tmp_path):
-    (tmp_path / "site-packages" / "agent_eval_sandbox").mkdir(parents=True)
+def test_an_installed_copy_builds_the_checkout_it_runs_in_or_is_told_to(tmp_path):
+    installed = tmp_path / "site-packages" / "agent_eval_sandbox"
+    installed.mkdir(parents=True)
     with pytest.raises(ImageError) as err:
-        ci.checkout_root(tmp_path / "site-packages" / "agent_eval_sandbox")
+        ci.checkout_root(installed, cwd=tmp_path)
     assert "source checkout" in err.value.render() and "docker build" in err.value.render()
-    assert ci.checkout_root(REPO / "agent_eval_sandbox") == REPO
+    assert ci.checkout_root(installed, cwd=REPO) == REPO  # `pip install .`, then build in the clone
+    assert ci.checkout_root(REPO / "agent_eval_sandbox", cwd=tmp_path) == REPO  # an editable install
 
 
 def test_a_cached_release_record_is_enough_to_name_the_image(tmp_path, monkeypatch):
