@@ -389,7 +389,7 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
     if controller:
         from agent_eval_sandbox.sandbox.controller_image import build_controller_image
 
-        built = build_controller_image(base_image=base_image, tag=tag, console=Console(stderr=True))
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
         click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
         return
     if tag:

@@ -95,10 +95,11 @@ def context_paths(root: Path) -> Iterator[tuple[str, Path]]:
                 yield rel.as_posix(), file
 
 
-def build_controller_image(*, base_image: str | None = None, tag: str | None = None,
+def build_controller_image(*, base_image: str | None = None, tag: str | None = None, no_cache: bool = False,
                            client: docker.DockerClient | None = None,
                            console: Console | None = None) -> ControllerImage:
-    """Build the controller image (always: it is a release artifact, not a per-run cache)."""
+    """Build the controller image (always: it is a release artifact, not a per-run cache; the builder's
+    layer cache makes an unchanged one quick unless `no_cache`)."""
     root = checkout_root()
     client = client or connect()
     base_ref, _ = resolve_base(client, base_image, console=console)
@@ -116,7 +117,7 @@ def build_controller_image(*, base_image: str | None = None, tag: str | None = N
             for wheel in sorted(wheelhouse.iterdir()):
                 tar.add(wheel, arcname=f"wheelhouse/{wheel.name}", recursive=False)
         with context.open("rb") as fileobj:
-            _build(client, fileobj, ref, base_ref, console)
+            _build(client, fileobj, ref, base_ref, console, no_cache=no_cache)
     return ControllerImage(ref=ref, base=base_ref)
 
 
@@ -131,12 +132,13 @@ def _run(argv: list[str], progress: Progress) -> None:
                          "reachable from build containers")
 
 
-def _build(client: docker.DockerClient, fileobj: object, ref: str, base_ref: str, console: Console | None) -> None:
+def _build(client: docker.DockerClient, fileobj: object, ref: str, base_ref: str, console: Console | None, *,
+           no_cache: bool) -> None:
     tail: deque[str] = deque(maxlen=3)
     with Progress(console, f"building {ref} from {base_ref}") as progress, docker_errors(f"building {ref}"):
         for chunk in client.api.build(fileobj=fileobj, custom_context=True, dockerfile="Dockerfile", tag=ref,
                                       buildargs={"BASE_IMAGE": base_ref}, rm=True, forcerm=True, pull=False,
-                                      decode=True):
+                                      nocache=no_cache, decode=True):
             if "error" in chunk:
                 raise ImageError(f"building {ref} failed: {chunk['error'].strip()} (last output: {' | '.join(tail)})",
                                  fix="a failure installing Debian packages means no Debian mirror is reachable "
