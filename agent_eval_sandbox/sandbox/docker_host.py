@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import secrets
 import tarfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +56,10 @@ def own_container(api: docker.APIClient, mountinfo: Path = Path("/proc/self/moun
     return OwnContainer(container_id, mounts_of(info))
 
 
-def in_a_container(own: OwnContainer | None) -> bool:
-    return own is not None or any(marker.exists() for marker in _CONTAINER_MARKERS)
+def in_a_container(own: OwnContainer | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process runs in a container at all (of this daemon or not: a pod has no /.dockerenv)."""
+    return (own is not None or any(marker.exists() for marker in _CONTAINER_MARKERS)
+            or "KUBERNETES_SERVICE_HOST" in environ)
 
 
 def probe_visible(api: docker.APIClient, image: str, root: Path, daemon_root: Path, owner: L.Owner,

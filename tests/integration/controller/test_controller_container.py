@@ -218,3 +218,30 @@ def test_sigterm_ends_the_controller_as_pid_1_without_init(controller_image, tmp
         assert docker("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip() == "143"
     finally:
         docker("rm", "-f", name, check=False)
+
+
+def test_the_controller_builds_a_sandbox_image_from_the_context_in_its_installed_package(controller_image,
+                                                                                          tmp_path):
+    """`image build` from inside the container, through the host's daemon. The CLI binary is a stand-in
+    (its bytes name the image): this machine's containers reach no npm registry to fetch the real one, and
+    a build of the real one would only re-tag the image every other test uses."""
+    user, extra = controller_user()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    stand_in = cache / "claude"
+    stand_in.write_text(f"#!/bin/sh\necho stand-in {os.getpid()} {time.time()}\n")
+    stand_in.chmod(0o755)
+    give_to(cache, user)
+    proc = subprocess.run(["docker", "run", "--rm", "--init", "--user", user, *extra, "-v", f"{SOCKET}:{SOCKET}",
+                           "-v", f"{cache}:/cache", "-e", "AGENT_EVAL_CLAUDE_BINARY=/cache/claude", controller_image,
+                           "image", "build", "--quiet"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = proc.stdout.strip()
+    try:
+        assert ref.startswith("agent-eval-sandbox:")
+        labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref).stdout)
+        assert labels["agent-eval-sandbox.image"] == "sandbox"
+        listing = docker("run", "--rm", "--network", "none", ref, "ls", "/opt/agent-eval").stdout.split()
+        assert {"run_agent.py", "hook_client.py", "lifeline.py", "paths.py"} <= set(listing)
+    finally:
+        docker("rmi", "-f", ref, check=False)

@@ -191,3 +191,10 @@ def test_a_long_root_is_reached_through_a_short_alias_and_the_daemon_gets_the_re
         host.alias)).encode())
     real = root / stage.name / "run"
     assert host.for_daemon(stage / "run") == Path("/daemon/side") / real.relative_to(tmp_path)
+
+
+def test_a_pod_counts_as_a_container_though_it_has_no_engine_marker():
+    from agent_eval_sandbox.sandbox.docker_host import in_a_container
+
+    assert in_a_container(None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    assert not in_a_container(None, {}) or Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
