@@ -14,6 +14,7 @@ import io
 import json
 import os
 import resource
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -186,6 +187,9 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
+              help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
+              "mounted from the host; default: the temp dir, or in a container the runs dir [AGENT_EVAL_SHARED_DIR].")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
@@ -206,6 +210,7 @@ def run(
     record: bool,
     replay: Path | None,
     runs_dir: str | None,
+    shared_dir: Path | None,
     run_id: str | None,
     claude_version: str | None,
     rebuild_image: bool,
@@ -233,7 +238,7 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay, junit_fail_on_judge=junit_fail_on_judge)
+                 replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -264,6 +269,7 @@ def _execute(
     record: bool = False,
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
+    shared_dir: Path | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -284,6 +290,7 @@ def _execute(
         record=record,
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
+        shared_dir=shared_dir,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -408,11 +415,26 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--runtime", help="Build the variant for this container runtime (sandbox.runtime), e.g. a gVisor one.")
 @click.option("--bootstrap-missing-base", is_flag=True,
               help="With no base image and no registry, make one with debootstrap first (as `run` does).")
+@click.option("--controller", is_flag=True,
+              help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
+@click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool) -> None:
-    """Build the sandbox image, unless one of the same inputs exists already."""
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
+                quiet: bool) -> None:
+    """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
+    controller image)."""
     from rich.console import Console
+
+    if controller:
+        from agent_eval_sandbox.sandbox.controller_image import build_controller_image
+
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
+        return
+    if tag:
+        raise click.UsageError("--tag applies to --controller only (the sandbox image is tagged by its inputs)")
 
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
     from agent_eval_sandbox.sandbox.image import (
@@ -426,7 +448,10 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
                                   console=Console(stderr=True))
-    click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
+    if quiet:
+        click.echo(result.ref)
+    else:
+        click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
 
 
 @cli.command()
@@ -503,7 +528,21 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+def exit_on_sigterm_as_pid_1() -> None:
+    """As a container's main process (`docker run` without `--init`) the kernel drops a SIGTERM that has
+    no handler: `docker stop` would wait, then SIGKILL. Exit as the signal would, running cleanups; a run
+    in progress has its own handler, which removes its sandboxes first (sandbox/teardown.py)."""
+    if os.getpid() != 1:
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def main() -> None:
+    exit_on_sigterm_as_pid_1()
     raise_open_files_limit()
     # Names and text from a sandbox need not be UTF-8: printing them must not crash the run.
     for stream in (sys.stdout, sys.stderr):

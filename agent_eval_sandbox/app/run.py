@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -54,6 +53,7 @@ from agent_eval_sandbox.runner.workspace import (
 )
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+from agent_eval_sandbox.sandbox.host_paths import HostPaths
 from agent_eval_sandbox.sandbox.image import (
     ImageSettings,
     SandboxImage,
@@ -78,6 +78,8 @@ class RunRequest:
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
     junit_fail_on_judge: bool = False
+    # Where the files the sandboxes mount go (--shared-dir); None: the backend chooses (sandbox/host_paths.py).
+    shared_dir: Path | None = None
 
 
 @dataclass
@@ -113,17 +115,18 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     handlers = compile_handlers(loaded)
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
-    backend = _backend(request, err_console, backend)
+    backend, host = _backend(request, err_console, backend)
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
         request.rebuild_image, err_console,
     )
+    backend.check_host_paths(host, image.ref)
     run_dir = RunDir.create(request.runs_base, config.name, request.run_id)
     started = time.time()
     write_json(run_dir.run_json, _run_meta(request, image.ref, claude_version, started))
     gateway = models.gateway(ac.gateway_policy(config, settings, environ))
-    staging = Path(tempfile.mkdtemp(prefix="aes-"))
+    staging = host.temp_dir("aes-")
     hooks = HookRunner(
         RunInfo(run_id=request.run_id, run_dir=run_dir.root, project_root=loaded.root, config_path=loaded.path,
                 workspace_root=staging, model=settings.model or "", caller_env=environ),
@@ -189,15 +192,18 @@ def _warner(err_console: Console) -> Callable[[str], None]:
     return warn
 
 
-def _backend(request: RunRequest, err_console: Console, given: SandboxBackend | None) -> SandboxBackend:
-    """The sandbox backend, with the orphans of dead runs reaped and the runtime checked."""
+def _backend(request: RunRequest, err_console: Console,
+             given: SandboxBackend | None) -> tuple[SandboxBackend, HostPaths]:
+    """The sandbox backend, with the orphans of dead runs reaped and the runtime checked, and where the
+    files its sandboxes mount go (decided first: a daemon that cannot be used is refused before use)."""
     sandbox = request.loaded.config.sandbox
     backend = given if given is not None else get_backend(sandbox.backend)
+    host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:
         backend.check_runtime(sandbox.runtime)
-    return backend
+    return backend, host
 
 
 def _run_meta(request: RunRequest, image: str, claude_version: str, started: float) -> dict[str, object]:
