@@ -1,7 +1,8 @@
 """TCP -> unix-socket forwarder, run inside the sandbox container.
 
 The container has no network; the host's model gateway is a unix socket
-bind-mounted into it. The CLI speaks HTTP over TCP, so this pipes each
+bind-mounted into it (or, in a Kubernetes Pod, reached through the
+controller's relay: see controller_link.py). The CLI speaks HTTP over TCP, so this pipes each
 connection to 127.0.0.1:PORT byte for byte to the socket. It knows nothing
 of HTTP: whatever it carries, the gateway decides.
 
@@ -25,6 +26,10 @@ import sys
 import threading
 import time
 
+# -I leaves this file's directory off sys.path; controller_link.py lives next to it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import controller_link  # noqa: E402
+
 CHUNK_BYTES = 65536
 
 
@@ -45,12 +50,10 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 def _bridge(client: socket.socket, unix_path: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        upstream.connect(unix_path)
+        upstream = controller_link.connect(unix_path)
     except OSError as exc:
         print(f"forwarder: cannot connect to {unix_path}: {exc}", file=sys.stderr, flush=True)
-        upstream.close()
         client.close()
         return
     with client, upstream:
