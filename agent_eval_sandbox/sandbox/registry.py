@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_eval_sandbox.config.models import SandboxConfig
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.sandbox.base import SandboxBackend
+
+if TYPE_CHECKING:  # config.models imports sandbox.defaults, which loads this package
+    from agent_eval_sandbox.config.models import SandboxConfig
 
 BackendFactory = Callable[..., SandboxBackend]
 

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.inside import paths
-from agent_eval_sandbox.sandbox.base import BindMount, EndReason, Limits
+from agent_eval_sandbox.sandbox.base import BindMount, EndReason, Limits, SandboxSpec
 from agent_eval_sandbox.sandbox.kubernetes_backend import KubernetesBackend
 from agent_eval_sandbox.sandbox.labels import MANAGED
 from agent_eval_sandbox.sandbox.policy import STALE_AFTER_S
-from agent_eval_sandbox.sandbox.base import SandboxSpec
 from tests.integration.kubernetes.podman_api import PodmanPodApi
 
 pytestmark = pytest.mark.docker
