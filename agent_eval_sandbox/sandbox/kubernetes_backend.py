@@ -60,7 +60,6 @@ def settings_of(config: SandboxConfig, namespace: str) -> ko.KubeSettings:
         node_selector=dict(config.node_selector),
         tolerations=tuple(t.manifest() for t in config.tolerations),
         image_pull_secrets=tuple(config.image_pull_secrets),
-        relay_port=config.controller.port,
     )
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_eval_sandbox.config.kubernetes_settings import DEFAULT_RELAY_PORT, is_label_value
+from agent_eval_sandbox.config.kubernetes_settings import is_label_value
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import BindMount, SandboxSpec
 
@@ -69,7 +69,6 @@ class KubeSettings:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
-    relay_port: int = DEFAULT_RELAY_PORT
 
 
 @dataclass(frozen=True)
