@@ -56,7 +56,7 @@ def test_the_job_runs_the_controller_behind_the_service_with_the_key_in_it_alone
     (port,) = service["spec"]["ports"]
     assert port["port"] == port["targetPort"] == DEFAULT_RELAY_PORT
     (container,) = template["spec"]["containers"]
-    assert container["image"] == "agent-eval-sandbox:latest"
+    assert container["image"] == "agent-eval-sandbox-controller:0.1.0"
     assert container["ports"][0]["containerPort"] == DEFAULT_RELAY_PORT
     assert template["spec"]["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
     secret_refs = [e for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})]
