@@ -416,6 +416,7 @@ class FakeBackend(SandboxBackend):
     """Fake sandboxes and the registry of the live ones. Use as a context manager, or `close()`."""
 
     name = "fake"
+    mounts_are_live = True  # a bind mount's source is the path itself (set False to act like Kubernetes)
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ the order of outcomes, cancellation, and one case's failure staying its own."""
 from __future__ import annotations
 
 import errno
+import json
 import signal
 import threading
 import time
@@ -16,7 +17,8 @@ from agent_eval_sandbox.runner import collect
 from agent_eval_sandbox.runner.context import CaseStatus
 from agent_eval_sandbox.runner.schedule import run_cases
 from agent_eval_sandbox.sandbox.base import SandboxError
-from agent_eval_sandbox.sandbox.fake import ExecCall, Hang, Reply
+from agent_eval_sandbox.sandbox.docker_errors import DockerUnavailableError
+from agent_eval_sandbox.sandbox.fake import ExecCall, FakeSandbox, Hang, Reply
 from agent_eval_sandbox.sandbox.pool import REMOVERS
 from agent_eval_sandbox.sandbox.teardown import run_scope
 from tests.unit.runner.fake_cli import is_agent
@@ -25,7 +27,9 @@ from tests.unit.runner.pipeline_fixture import RUN_ID, Pipeline
 
 def _run(pipeline: Pipeline):
     statuses = [CaseStatus(inv.id) for inv in pipeline.invocations]
-    return run_cases(pipeline.ctx, pipeline.invocations, statuses), statuses
+    scheduled = run_cases(pipeline.ctx, pipeline.invocations, statuses)
+    assert scheduled.interrupted_by is None
+    return scheduled.outcomes, statuses
 
 
 def _case_of(call: ExecCall) -> str:
@@ -77,7 +81,7 @@ def test_outcomes_come_in_the_order_of_the_cases_whatever_order_they_end_in(eval
             time.sleep(0.01)
 
     cli.before = a_waits_for_the_others_to_end
-    outcomes = run_cases(pipeline.ctx, pipeline.invocations, statuses)
+    outcomes = run_cases(pipeline.ctx, pipeline.invocations, statuses).outcomes
 
     assert statuses[0].finished > max(statuses[1].finished, statuses[2].finished)
     assert [o.case_id for o in outcomes] == ["a", "b", "c"]
@@ -99,12 +103,13 @@ def test_once_the_run_is_cancelled_no_further_case_starts(eval_project, make_pip
 
     assert outcomes[0].end_reason == "exited"  # the running case ends as it would have
     assert [o.error for o in outcomes[1:]] == ["the run was interrupted before this case started"] * 2
+    assert [o.end_reason for o in outcomes[1:]] == ["interrupted"] * 2
     assert marks.read_text() == "c1\n"  # not even the later cases' hooks ran
     assert len(cli.calls) == 1 and backend.live == []
     # c2's sandbox may have been made ahead; nothing ever ran or went into it
     assert all(s.did("exec") == [] and s.did("copy_in") == [] for s in backend.created[1:])
     assert len(backend.created) <= 2
-    assert [s.state for s in statuses] == ["done", "error", "error"]
+    assert [s.state for s in statuses] == ["done", "interrupted", "interrupted"]
 
 
 def test_ctrl_c_removes_the_running_sandbox_and_the_queued_cases_never_start(eval_project, make_pipeline, backend,
@@ -123,20 +128,32 @@ def test_ctrl_c_removes_the_running_sandbox_and_the_queued_cases_never_start(eva
     backend.behaviour = interrupt_then_hang
     pipeline = make_pipeline(parallelism=1)
     previous = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt), run_scope(backend, RUN_ID):
-        _run(pipeline)
+    statuses = [CaseStatus(inv.id) for inv in pipeline.invocations]
+    with run_scope(backend, RUN_ID, pipeline.ctx.cancelled):
+        scheduled = run_cases(pipeline.ctx, pipeline.invocations, statuses)
 
+    assert isinstance(scheduled.interrupted_by, KeyboardInterrupt) and scheduled.exit_code == 130
     assert signal.getsignal(signal.SIGINT) is previous
     assert pipeline.ctx.cancelled.is_set()
     assert len(cli.calls) == 1 and backend.live == []
+    # c2's sandbox may have been made ahead: nothing ever ran or went into it, and it went with the rest
     assert all(s.did("exec") == [] and s.did("copy_in") == [] for s in backend.created[1:])
-    assert len(backend.created) <= 2  # c2's, made ahead, is removed with the rest
+    assert len(backend.created) <= 2 and backend.created[0].spec.case_id == "c1"
     assert "c1" in {r.case_id for r in backend.reaped}
     assert all(r.reason == f"teardown of run {RUN_ID}" for r in backend.reaped)
-    # the running case still ended in its outcome; the queued ones never began
-    c1 = pipeline.case_dir("c1").result.read_text()
-    assert '"end_reason": "error"' in c1 and "destroyed while a command ran" in c1
-    assert not pipeline.case_dir("c2").path.exists() and not pipeline.case_dir("c3").path.exists()
+    # every planned case has an outcome: the running one ended by the interrupt, the queued ones never began
+    outcomes = scheduled.outcomes
+    assert [o.case_id for o in outcomes] == ["c1", "c2", "c3"]
+    assert [o.end_reason for o in outcomes] == ["interrupted"] * 3
+    assert "destroyed while a command ran" in outcomes[0].error
+    assert [o.error for o in outcomes[1:]] == ["the run was interrupted before this case started"] * 2
+    assert not any(o.ran for o in outcomes[1:])
+    c1 = json.loads(pipeline.case_dir("c1").result.read_text())
+    assert c1["end_reason"] == "interrupted"
+    for case_id in ("c2", "c3"):  # recorded, not run: no staging, no sandbox, no logs
+        assert json.loads(pipeline.case_dir(case_id).result.read_text())["end_reason"] == "interrupted"
+        assert not pipeline.case_dir(case_id).stdout_log.exists()
+    assert [s.state for s in statuses][1:] == ["interrupted", "interrupted"]
 
 
 # ---- one case's failure is its own -----------------------------------------------------------------
@@ -210,7 +227,7 @@ def _collection_fails(project, backend, cli, monkeypatch) -> None:
     pytest.param(_agent_breaks, "error", "the daemon lost the container", id="sandbox-breaks-under-the-agent"),
     pytest.param(_agent_double_crashes, "error", "running the case failed: RuntimeError: a bug where nobody",
                  id="unexpected-exception"),
-    pytest.param(_sandbox_not_created, "error", "no space left on device", id="sandbox-not-created"),
+    pytest.param(_sandbox_not_created, "infra_error", "no space left on device", id="sandbox-not-created"),
     pytest.param(_copy_out_fails, "error", "vanished", id="copy-out-fails"),
     pytest.param(_before_each_fails, "hook_failed", "before_each", id="before-each-fails"),
     pytest.param(_prepare_fails, "error", "preparing the case failed: ConfigError", id="prepare-fails"),
@@ -297,3 +314,70 @@ def test_a_sandbox_made_ahead_holds_nothing_of_its_case_and_mounts_only_its_own_
     assert all(seen["run"] == [] and seen["managed"] == b"" for seen in ahead.values()), ahead
     assert len({seen["stage"] for seen in at_creation.values()}) == 3  # each case's own directories
     assert all(f"task of {case_id}" in prompts[case_id] for case_id in ("c1", "c2", "c3"))
+
+
+def test_on_a_backend_that_copies_its_mounts_in_at_creation_nothing_is_made_ahead(eval_project, make_pipeline,
+                                                                                  backend, cli):
+    # Kubernetes copies a mount's source into the Pod when it is made: a sandbox made ahead of its
+    # case would have an empty prompt and managed settings (no hooks). Made when the case asks, then.
+    eval_project.eval_yaml()
+    for case_id in ("c1", "c2", "c3"):
+        eval_project.case(case_id, task=f"task of {case_id}")
+    backend.mounts_are_live = False
+    pipeline = make_pipeline(parallelism=1)
+    at_creation: dict[str, tuple[bool, bytes]] = {}
+
+    def look_at_the_mounts(spec) -> None:
+        sources = {m.target: m.source for m in spec.mounts}
+        prompt = sources[paths.RUN_DIR] / paths.PROMPT_FILE_NAME
+        at_creation[spec.case_id] = (prompt.exists(), sources[paths.MANAGED_SETTINGS].read_bytes())
+
+    backend.on_create = look_at_the_mounts
+    cli.before = lambda call: time.sleep(0.1)  # time enough for a pool to make the next one
+    outcomes, _ = _run(pipeline)
+
+    assert [o.end_reason for o in outcomes] == ["exited"] * 3
+    assert sorted(at_creation) == ["c1", "c2", "c3"]
+    assert all(has_prompt and managed != b"" for has_prompt, managed in at_creation.values()), at_creation
+    assert backend.live == [] and all(s.destroyed for s in backend.created)
+
+
+@pytest.mark.parametrize("fails", ["create", "copy-in"])
+def test_a_sandbox_made_ahead_that_fails_is_retried_with_a_new_one_never_the_same(eval_project, make_pipeline,
+                                                                                  backend, cli, monkeypatch, fails):
+    eval_project.eval_yaml()
+    for case_id in ("c1", "c2", "c3"):
+        eval_project.case(case_id)
+    tries: list[str] = []
+
+    def c2_fails_first(spec) -> None:
+        tries.append(spec.case_id)
+        if fails == "create" and spec.case_id == "c2" and tries.count("c2") == 1:
+            raise DockerUnavailableError("cannot reach the Docker daemon while creating sandbox: reset by peer")
+
+    backend.on_create = c2_fails_first
+    real_copy_in = FakeSandbox.copy_in
+    copied: list[FakeSandbox] = []
+
+    def copy_in_fails_once_for_c2(self, *args, **kwargs):
+        copied.append(self)
+        if self.spec.case_id == "c2" and [s.spec.case_id for s in copied].count("c2") == 1:
+            raise SandboxError("copying into the sandbox failed: 500 Server Error")
+        return real_copy_in(self, *args, **kwargs)
+
+    if fails == "copy-in":
+        monkeypatch.setattr(FakeSandbox, "copy_in", copy_in_fails_once_for_c2)
+    cli.before = lambda call: time.sleep(0.05)  # c2's first sandbox is made ahead meanwhile
+    pipeline = make_pipeline(parallelism=1)
+    outcomes, _ = _run(pipeline)
+
+    assert [o.end_reason for o in outcomes] == ["exited"] * 3, [o.error for o in outcomes]
+    assert tries.count("c2") == 2 and sum("retrying" in w for w in pipeline.warnings) == 1, (tries, pipeline.warnings)
+    c2_boxes = [s for s in backend.created if s.spec.case_id == "c2"]
+    assert len(c2_boxes) == (1 if fails == "create" else 2)
+    # the agent ran once per case, each in a sandbox of its own, c2's in the one made for the retry
+    assert sorted(_case_of(call) for call in cli.calls) == ["c1", "c2", "c3"]
+    assert len({id(call.sandbox) for call in cli.calls}) == 3
+    assert next(call.sandbox for call in cli.calls if _case_of(call) == "c2") is c2_boxes[-1]
+    assert all(s.did("exec") == [] for s in c2_boxes[:-1])
+    assert backend.live == [] and all(s.destroyed for s in backend.created)
