@@ -3,8 +3,10 @@ sandboxes stop by themselves and the next run reaps them.
 
 The real CLI runs a case that sleeps, at parallelism 1: while it runs, the
 pool has made the next case's sandbox (labelled, running, idle). The run's
-temp directory is one of the test's own, so every staging and lifeline
-directory the run made is the test's to check.
+temp directory is one of the test's own and every directory its containers
+mount is looked at, so every staging and lifeline directory the run made is
+the test's to check (under the temp directory, or — a controller in a
+container — under the runs directory).
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ def test_ctrl_c_with_a_warm_pool_leaves_nothing_behind(project, run_tmp):
     proc, containers = _start_warm_run(project, run_tmp, run_id)
     try:
         mounted = _host_dirs(containers)
-        assert any(str(path).startswith(str(run_tmp)) for path in mounted)  # the run's own directories
+        # the run's own directories: under its temp directory, or (a controller in a container) its runs directory
+        assert mounted and all(path.is_relative_to(run_tmp) or path.is_relative_to(project.runs) for path in mounted)
         # c2's sandbox was made ahead with its case's channel directory, still empty of its data
         pooled = next(c for c in containers if c["Labels"][L.CASE_ID] == "c2")
         channel = next(Path(m["Source"]) for m in connect().api.inspect_container(pooled["Id"])["Mounts"]
