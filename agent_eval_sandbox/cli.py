@@ -490,6 +490,35 @@ def cassette_to_script_command(cassette_path: Path, output: Path | None, advance
     click.echo(f"wrote {output}", err=True)
 
 
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(path_type=Path))
+@handle_errors
+def init(directory: Path) -> None:
+    """Write a starter eval into DIRECTORY (default .) that passes `run --offline` at once."""
+    from agent_eval_sandbox.app.scaffold import write_scaffold
+    from agent_eval_sandbox.config.schema import eval_schema
+
+    written = write_scaffold(directory, schema_text=json.dumps(eval_schema(), indent=2) + "\n")
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: agent-eval-sandbox run {directory / 'eval.yaml'} --offline")
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: stdout).")
+@handle_errors
+def schema(output: Path | None) -> None:
+    """Print the JSON Schema of eval.yaml (for the YAML language server: see the README)."""
+    from agent_eval_sandbox.config.schema import eval_schema
+
+    text = json.dumps(eval_schema(), indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
+
+
 # Each running case holds sockets, pipes and log files; the usual soft limit of
 # 1024 would be the first thing a busy run (or a hostile case) runs out of.
 WANTED_OPEN_FILES = 65536
