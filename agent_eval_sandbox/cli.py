@@ -192,6 +192,15 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
+@click.option("--case", "case_patterns", multiple=True, metavar="ID_OR_GLOB",
+              help="Run only the cases whose id is this or matches this glob (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), help="Run only the first N (selected) cases.")
+@click.option("-x", "--exit-first", is_flag=True, help="Start no further case once one does not complete.")
+@click.option("--rerun-failed", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Run only the cases that failed a judge or did not complete in RUN_DIR (or `latest`), "
+              "as a new run linked to it.")
+@click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Finish the interrupted RUN_DIR (or `latest`) in place: its finished cases are kept.")
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -212,12 +221,39 @@ def run(
     as_json: bool,
     strict: bool,
     junit_fail_on_judge: bool,
+    case_patterns: tuple[str, ...],
+    limit: int | None,
+    exit_first: bool,
+    rerun_failed: Path | None,
+    resume: Path | None,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
+    from agent_eval_sandbox.app import rerun as reruns
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+    from agent_eval_sandbox.runner.select import select_ids
+
     if offline and replay is not None:
         raise UserError("--offline and --replay are exclusive",
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
-    overrides = CliOverrides(
+    base = _runs_base(runs_dir)
+    replay = resolve_run_arg(replay, base) if replay is not None else None
+    if resume is not None:
+        if rerun_failed or case_patterns or limit or run_id or replay or record:
+            raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
+                            "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
+        plan = reruns.plan_resume(resolve_run_arg(resume, base))
+        eval_yaml, offline, run_id, record, replay, overrides = _as_started(plan.meta)
+        runs_dir = str(plan.run.root.parent.parent)
+        to_run = set(plan.to_run)
+        select: Callable[[list[str]], list[str]] | None = lambda ids: [i for i in ids if i in to_run]  # noqa: E731
+    else:
+        plan = None
+        rerun_of = resolve_run_arg(rerun_failed, base) if rerun_failed is not None else None
+        failed = _failed_ids(rerun_of) if rerun_of is not None else None
+        select = None if not (case_patterns or limit or failed is not None) else (
+            lambda ids: select_ids([i for i in ids if failed is None or i in failed], case_patterns, limit))
+    if resume is None:
+        overrides = CliOverrides(
         timeout=timeout,
         max_budget=max_budget,
         parallelism=parallelism,
@@ -225,7 +261,10 @@ def run(
         model=model,
         subagent_model=subagent_model,
     )
-    checked = check_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version)
+    checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
+                           select=select)
+    if plan is not None:
+        reruns.check_unchanged(plan, checked.loaded)
     loaded, dataset, settings, invocations = checked.loaded, checked.dataset, checked.settings, checked.invocations
     if strict:
         refuse_warnings(checked.warnings)
@@ -233,7 +272,8 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay, junit_fail_on_judge=junit_fail_on_judge)
+                 replay=replay, junit_fail_on_judge=junit_fail_on_judge, exit_first=exit_first,
+                 rerun_of=None if resume is not None else rerun_of, resume=plan)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -247,6 +287,40 @@ def run(
         click.echo(f"{item['id']}:")
         click.echo(f"  prompt:  {item['prompt']}")
         click.echo(f"  timeout: {item['timeout_s']}s  budget: ${item['max_budget_usd']:.2f}")
+
+
+def _runs_base(runs_dir: str | None) -> Path:
+    from agent_eval_sandbox.rundir.layout import runs_base
+
+    return runs_base(runs_dir, os.environ)
+
+
+def _run_arg(value: Path, runs_dir: str | None = None) -> Path:
+    """A RUN_DIR argument; `latest` is the newest run's (rundir/latest.py)."""
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+
+    return resolve_run_arg(value, _runs_base(runs_dir))
+
+
+def _failed_ids(run_dir: Path) -> set[str]:
+    from agent_eval_sandbox.app.rerun import failed_case_ids
+
+    failed, _ = failed_case_ids(run_dir)
+    if not failed:
+        click.echo(f"every case of {run_dir} completed and passed its judges: nothing to rerun", err=True)
+        sys.exit(0)
+    return set(failed)
+
+
+def _as_started(meta: dict[str, Any]) -> tuple[Path, bool, str, bool, Path | None, CliOverrides]:
+    """How a run was started (its run.json): a resume runs the rest the same way."""
+    recorded = meta.get("settings")
+    settings: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    replay = meta.get("replay_of")
+    return (Path(str(meta.get("config_path"))), bool(meta.get("offline")) and not replay, str(meta.get("run_id")),
+            bool(meta.get("recorded")), Path(replay) if replay else None,
+            CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
+                         parallelism=settings.get("parallelism"), model=settings.get("model")))
 
 
 def _execute(
@@ -264,6 +338,9 @@ def _execute(
     record: bool = False,
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
+    exit_first: bool = False,
+    rerun_of: Path | None = None,
+    resume: Any = None,
 ) -> None:
     from rich.console import Console
 
@@ -284,6 +361,9 @@ def _execute(
         record=record,
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
+        exit_first=exit_first,
+        rerun_of=rerun_of,
+        resume=resume,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -348,7 +428,7 @@ def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_ti
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
-    result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
+    result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
                        parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
@@ -363,7 +443,7 @@ def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
     from agent_eval_sandbox.report.build import build_reports
 
-    _finish_with_score(build_reports(run_dir, junit_fail_on_judge=junit_fail_on_judge), as_json)
+    _finish_with_score(build_reports(_run_arg(run_dir), junit_fail_on_judge=junit_fail_on_judge), as_json)
 
 
 @cli.command("compile-handlers")
@@ -488,6 +568,45 @@ def cassette_to_script_command(cassette_path: Path, output: Path | None, advance
         return
     output.write_text(text, encoding="utf-8")
     click.echo(f"wrote {output}", err=True)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("case_id", metavar="[CASE]", required=False)
+@click.option("--runs-dir", help="Where `latest` is looked for (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def show(run_dir: Path, case_id: str | None, runs_dir: str | None, as_json: bool) -> None:
+    """Print a case's conversation: turns, tool calls and results, final text, end reason, judges."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.app.inspect_run import case_view, render_case
+
+    view = case_view(_run_arg(run_dir, runs_dir), case_id)
+    if as_json:
+        click.echo(json.dumps(view, indent=2, default=str))
+        return
+    render_case(view, Console(soft_wrap=False))
+
+
+@cli.command()
+@click.option("--runs-dir", help="Runs directory (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def runs(runs_dir: str | None, as_json: bool) -> None:
+    """List the runs (newest first): date, eval, pass/fail or interrupted, cases, cost."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.app.inspect_run import render_runs, runs_view
+
+    rows = runs_view(_runs_base(runs_dir))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no runs under {_runs_base(runs_dir)}")
+        return
+    render_runs(rows, Console())
 
 
 @cli.command()

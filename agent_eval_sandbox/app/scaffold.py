@@ -90,7 +90,8 @@ def _case_files(case_id: str, title: str, line: str) -> dict[str, str]:
         step: dict[str, object] = {"tool": "Bash", "input": {
             "command": f"mkdir -p notes && printf '# {title}\\n\\n{line}\\n' > notes/note.md"}}
     else:
-        step = {"tool": "Write", "input": {"file_path": "/workspace/notes/note.md", "content": f"# {title}\n\n{line}\n"}}
+        step = {"tool": "Write",
+                "input": {"file_path": "/workspace/notes/note.md", "content": f"# {title}\n\n{line}\n"}}
     script = [step, {"text": "Wrote notes/note.md."}]
     return {
         "input.yaml": yaml.safe_dump({"title": title, "line": line}, sort_keys=False),

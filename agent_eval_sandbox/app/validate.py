@@ -10,6 +10,7 @@ warning of those steps refuses the eval (`refuse_warnings`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,16 +62,21 @@ class CheckedEval:
 
 
 def checked_eval(eval_yaml: Path, overrides: CliOverrides, *, offline: bool, claude_version: str | None,
-                 warn: Callable[[str], None]) -> CheckedEval:
+                 warn: Callable[[str], None],
+                 select: Callable[[list[str]], list[str]] | None = None) -> CheckedEval:
     """What `validate` and `run` check before anything starts; raises UserError on the first error.
 
-    `warn` gets each warning as soon as it is known, so the ones before an error are shown too."""
+    `warn` gets each warning as soon as it is known, so the ones before an error are shown too.
+    `select` narrows the dataset's case ids (`run --case/--limit`, reruns) before planning."""
     loaded = load_checked(eval_yaml)
     for warning in loaded.warnings:
         warn(warning)
     dataset = load_dataset(loaded)
     for warning in dataset.warnings:
         warn(warning)
+    if select is not None:
+        chosen = set(select(dataset.ids))
+        dataset = dataclasses.replace(dataset, cases=[c for c in dataset.cases if c.id in chosen])
     settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
     invocations = plan_checked(loaded, dataset.cases, settings)
     checks = preflight(loaded, dataset, invocations, offline=offline, claude_version=claude_version)

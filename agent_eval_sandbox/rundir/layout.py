@@ -35,6 +35,7 @@ REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
 CASE_ORDER = "case_order.yaml"
 CASES_DIR = "cases"
+LATEST = "latest"  # beside the runs of an eval: a link to the one started last (rundir/latest.py)
 
 # A case's files (in batch mode the single invocation's logs sit at the run's root).
 INPUT = "input.yaml"
@@ -180,6 +181,9 @@ class RunDir:
     @classmethod
     def create(cls, base: Path, eval_name: str, run_id: str) -> RunDir:
         root = base / safe_component(eval_name) / run_id
+        if run_id == LATEST:
+            raise UserError("--run-id latest is reserved: it names the link to the newest run",
+                            fix="choose another --run-id")
         if root.exists():
             raise UserError(f"run directory {root} already exists", fix="choose another --run-id")
         (root / CASES_DIR).mkdir(parents=True)
