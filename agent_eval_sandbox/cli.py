@@ -196,6 +196,9 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
               help="Run only the cases whose id is this or matches this glob (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N (selected) cases.")
 @click.option("-x", "--exit-first", is_flag=True, help="Start no further case once one does not complete.")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run each case N times (cases <id>#1 … <id>#N, each its own sandbox); the judges are "
+              "aggregated across epochs in epochs.yaml (mean, pass@k, pass^k).")
 @click.option("--rerun-failed", type=click.Path(path_type=Path), metavar="RUN_DIR",
               help="Run only the cases that failed a judge or did not complete in RUN_DIR (or `latest`), "
               "as a new run linked to it.")
@@ -224,6 +227,7 @@ def run(
     case_patterns: tuple[str, ...],
     limit: int | None,
     exit_first: bool,
+    epochs: int,
     rerun_failed: Path | None,
     resume: Path | None,
 ) -> None:
@@ -238,7 +242,7 @@ def run(
     base = _runs_base(runs_dir)
     replay = resolve_run_arg(replay, base) if replay is not None else None
     if resume is not None:
-        if rerun_failed or case_patterns or limit or run_id or replay or record:
+        if rerun_failed or case_patterns or limit or run_id or replay or record or epochs > 1:
             raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
                             "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
         plan = reruns.plan_resume(resolve_run_arg(resume, base))
@@ -261,8 +265,10 @@ def run(
         model=model,
         subagent_model=subagent_model,
     )
+    if plan is not None:
+        epochs = int(plan.meta.get("epochs") or 1)
     checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
-                           select=select)
+                           select=select, epochs=epochs)
     if plan is not None:
         reruns.check_unchanged(plan, checked.loaded)
     loaded, dataset, settings, invocations = checked.loaded, checked.dataset, checked.settings, checked.invocations
@@ -273,7 +279,7 @@ def run(
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, exit_first=exit_first,
-                 rerun_of=None if resume is not None else rerun_of, resume=plan)
+                 rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -341,6 +347,7 @@ def _execute(
     exit_first: bool = False,
     rerun_of: Path | None = None,
     resume: Any = None,
+    epochs: int = 1,
 ) -> None:
     from rich.console import Console
 
@@ -364,6 +371,7 @@ def _execute(
         exit_first=exit_first,
         rerun_of=rerun_of,
         resume=resume,
+        epochs=epochs,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).

@@ -32,6 +32,7 @@ from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.host_env import clean_search_path
 from agent_eval_sandbox.interception import ToolHandlers, compile_handlers, deny_filter
+from agent_eval_sandbox.judges import epochs as epochs_of
 from agent_eval_sandbox.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
@@ -39,7 +40,7 @@ from agent_eval_sandbox.rundir.latest import point_latest
 from agent_eval_sandbox.rundir.layout import RunDir
 from agent_eval_sandbox.rundir.models import CaseOutcome, RunResult
 from agent_eval_sandbox.rundir.read import read_mapping
-from agent_eval_sandbox.rundir.write import write_json
+from agent_eval_sandbox.rundir.write import write_json, write_yaml
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.case import INTERRUPTED
@@ -83,6 +84,7 @@ class RunRequest:
     exit_first: bool = False  # -x: no case starts after one that did not complete
     rerun_of: Path | None = None  # --rerun-failed: the run whose failures this one runs again
     resume: ResumePlan | None = None  # --resume: the interrupted run finished in place, and its kept cases
+    epochs: int = 1  # --epochs: each case ran as <id>#1 … <id>#N; the judges are aggregated across them
 
 
 @dataclass
@@ -243,6 +245,7 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
         "replay_of": str(request.replay.resolve()) if request.replay is not None else None,
         "rerun_of": str(request.rerun_of.resolve()) if request.rerun_of is not None else None,
         "fingerprint": fingerprint(request.loaded),
+        "epochs": request.epochs,
         "image": image,
         "claude_version": claude_version,
         "mode": config.execution.mode,
@@ -305,5 +308,18 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
+    if request.epochs > 1:
+        _aggregate_epochs(run_dir, request.epochs, err_console)
     return score
+
+
+def _aggregate_epochs(run_dir: RunDir, epochs: int, err_console: Console) -> None:
+    """epochs.yaml: every judge across each case's epochs (mean, pass@k, pass^k); a line per judge."""
+    summary, _ = read_mapping(run_dir.summary_yaml)
+    per_case = summary.get("per_case") if isinstance(summary.get("per_case"), dict) else {}
+    aggregated = epochs_of.aggregate(per_case or {}, epochs)
+    write_yaml(run_dir.epochs_yaml, {"epochs": epochs, "per_case": aggregated})
+    err_console.print(f"across {epochs} epochs (epochs.yaml):", highlight=False, markup=False)
+    for line in epochs_of.judge_lines(aggregated, epochs):
+        err_console.print(line, highlight=False, markup=False)
 

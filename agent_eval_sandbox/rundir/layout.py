@@ -67,6 +67,22 @@ CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")
 
 
+EPOCH_MARK = "#"  # `run --epochs N`: the cases <id>#1 … <id>#N, each its own case directory
+EPOCHS_YAML = "epochs.yaml"  # the judges aggregated across epochs (judges/epochs.py)
+
+
+def epoch_case_id(case_id: str, epoch: int) -> str:
+    return f"{case_id}{EPOCH_MARK}{epoch}"
+
+
+def split_epoch(case_id: str) -> tuple[str, int | None]:
+    """`<id>#<n>` -> (id, n); any other id -> (id, None)."""
+    base, mark, number = case_id.rpartition(EPOCH_MARK)
+    if mark and base and number.isdigit() and not number.startswith("0"):
+        return base, int(number)
+    return case_id, None
+
+
 def new_run_id(now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{stamp}-{secrets.token_hex(3)}"
@@ -221,6 +237,10 @@ class RunDir:
     @property
     def junit_xml(self) -> Path:
         return self.root / JUNIT_XML
+
+    @property
+    def epochs_yaml(self) -> Path:
+        return self.root / EPOCHS_YAML
 
     @property
     def case_order(self) -> Path:

@@ -166,3 +166,17 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     assert json.loads((run_dir / "run.json").read_text())["resumed_at"]
     done = cli("run", "--resume", str(run_dir), cwd=root)
     assert done.returncode == 2 and "every case of it finished" in done.stderr
+
+
+def test_epochs_run_each_case_in_its_own_sandbox_and_aggregate(tmp_path: Path) -> None:
+    root = _starter(tmp_path)
+    ran = cli("run", "--offline", "--json", "--epochs", "3", "--case", "002-reading", cwd=root)
+    assert ran.returncode == 0, ran.stderr
+    run_dir = _run_dir(ran, root)
+    per_case = json.loads(ran.stdout)["run_result"]["per_case"]
+    assert sorted(per_case) == ["002-reading#1", "002-reading#2", "002-reading#3"]
+    assert len({o["session_id"] for o in per_case.values()}) == 3  # three separate agent sessions
+    epochs = yaml.safe_load((run_dir / "epochs.yaml").read_text())
+    entry = epochs["per_case"]["002-reading"]["note_written"]
+    assert entry["passed"] == 3 and entry["pass@3"] == 1.0 and entry["pass^3"] == 1.0 and entry["mean"] == 1.0
+    assert "pass@3=1.000 pass^3=1.000" in ran.stderr
