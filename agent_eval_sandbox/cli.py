@@ -14,6 +14,7 @@ import io
 import json
 import os
 import resource
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -186,9 +187,15 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
+              help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
+              "mounted from the host; default: the temp dir, or in a container the runs dir [AGENT_EVAL_SHARED_DIR].")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
+@click.option("--allow-unenforced-network", is_flag=True,
+              help="Kubernetes: run even if the cluster does not enforce the run's NetworkPolicy (never for "
+              "untrusted skills).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
@@ -218,9 +225,11 @@ def run(
     record: bool,
     replay: Path | None,
     runs_dir: str | None,
+    shared_dir: Path | None,
     run_id: str | None,
     claude_version: str | None,
     rebuild_image: bool,
+    allow_unenforced_network: bool,
     as_json: bool,
     strict: bool,
     junit_fail_on_judge: bool,
@@ -278,7 +287,8 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay, junit_fail_on_judge=junit_fail_on_judge, exit_first=exit_first,
+                 replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
+                 allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
                  rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
@@ -344,6 +354,8 @@ def _execute(
     record: bool = False,
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
+    shared_dir: Path | None = None,
+    allow_unenforced_network: bool = False,
     exit_first: bool = False,
     rerun_of: Path | None = None,
     resume: Any = None,
@@ -368,6 +380,8 @@ def _execute(
         record=record,
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
+        shared_dir=shared_dir,
+        allow_unenforced_network=allow_unenforced_network,
         exit_first=exit_first,
         rerun_of=rerun_of,
         resume=resume,
@@ -496,11 +510,26 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--runtime", help="Build the variant for this container runtime (sandbox.runtime), e.g. a gVisor one.")
 @click.option("--bootstrap-missing-base", is_flag=True,
               help="With no base image and no registry, make one with debootstrap first (as `run` does).")
+@click.option("--controller", is_flag=True,
+              help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
+@click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool) -> None:
-    """Build the sandbox image, unless one of the same inputs exists already."""
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
+                quiet: bool) -> None:
+    """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
+    controller image)."""
     from rich.console import Console
+
+    if controller:
+        from agent_eval_sandbox.sandbox.controller_image import build_controller_image
+
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
+        return
+    if tag:
+        raise click.UsageError("--tag applies to --controller only (the sandbox image is tagged by its inputs)")
 
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
     from agent_eval_sandbox.sandbox.image import (
@@ -514,19 +543,36 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
                                   console=Console(stderr=True))
-    click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
+    if quiet:
+        click.echo(result.ref)
+    else:
+        click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
 
 
 @cli.command()
 @click.option("--all", "remove_all", is_flag=True, help="Remove every object this tool manages, not only orphans.")
-@click.option("--backend", default="docker", show_default=True, help="Sandbox backend.")
+@click.option("--backend", default="docker", show_default=True, help="Sandbox backend (docker or kubernetes).")
+@click.option("--namespace", help="Kubernetes: the namespace (default: the kubeconfig's, or the controller's own).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def gc(remove_all: bool, backend: str, as_json: bool) -> None:
+def gc(remove_all: bool, backend: str, namespace: str | None, as_json: bool) -> None:
     """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
-    from agent_eval_sandbox.sandbox.registry import get_backend
+    from agent_eval_sandbox.config.kubernetes_settings import check_namespace
+    from agent_eval_sandbox.config.models import SandboxConfig
+    from agent_eval_sandbox.sandbox.registry import backend_for
 
-    removed = get_backend(backend).gc(all=remove_all)
+    if namespace and backend != "kubernetes":
+        raise UserError("--namespace applies to --backend kubernetes only", fix="add --backend kubernetes")
+    try:
+        check_namespace(namespace)
+    except ValueError as exc:
+        raise UserError(str(exc).replace("sandbox.namespace", "--namespace"),
+                        fix="give an existing namespace") from None
+    # gc only lists and deletes: the image is never used.
+    sandbox = SandboxConfig.model_validate(
+        {"backend": backend, "namespace": namespace, "image": "unused"} if backend == "kubernetes" else
+        {"backend": backend})
+    removed = backend_for(sandbox).gc(all=remove_all)
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(r) for r in removed], indent=2))
         return
@@ -659,7 +705,21 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+def exit_on_sigterm_as_pid_1() -> None:
+    """As a container's main process (`docker run` without `--init`) the kernel drops a SIGTERM that has
+    no handler: `docker stop` would wait, then SIGKILL. Exit as the signal would, running cleanups; a run
+    in progress has its own handler, which removes its sandboxes first (sandbox/teardown.py)."""
+    if os.getpid() != 1:
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def main() -> None:
+    exit_on_sigterm_as_pid_1()
     raise_open_files_limit()
     # Names and text from a sandbox need not be UTF-8: printing them must not crash the run.
     for stream in (sys.stdout, sys.stderr):
