@@ -153,14 +153,16 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     assert refused.stderr.count("\n") == 1
     eval_yaml.write_text(original)
     resumed = cli("run", "--resume", "latest", "--json", cwd=root)
-    # The slow case sleeps past its deadline this time too: its note is missing, the gate fails (exit 1).
+    # The slow case writes no note this time either: the gate fails (exit 1).
     assert resumed.returncode == 1, resumed.stderr
     assert _run_dir(resumed, root).resolve() == run_dir.resolve()
     result = json.loads((run_dir / "run_result.json").read_text())
     assert result["interrupted"] is False and result["planned"] == 3 and result["finished"] == 3
     assert result["per_case"]["000-shopping"]["started_at"] == kept_started  # kept, not run again
     assert result["per_case"]["002-reading"]["completed"] is True
-    assert result["per_case"]["003-slow"]["end_reason"] == "timed_out"
+    # Run again in the resume (how the sleeping Bash call ends is the CLI's business: its deadline or the tool's).
+    slow_again = result["per_case"]["003-slow"]
+    assert slow_again["ran"] is True and slow_again["end_reason"] != "interrupted"
     summary = yaml.safe_load((run_dir / "summary.yaml").read_text())
     assert sorted(summary["per_case"]) == ["000-shopping", "002-reading", "003-slow"]
     assert json.loads((run_dir / "run.json").read_text())["resumed_at"]
