@@ -1,7 +1,8 @@
 """Command-line interface: `agent-eval-sandbox <command>`.
 
 Every command maps user-caused errors (`UserError`) to one line on stderr and
-exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed".
+exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed"
+(or, with --fail-on-regression, a judge regressed against the baseline).
 """
 
 from __future__ import annotations
@@ -177,6 +178,11 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
               help="Keep each case's model exchanges as cases/<id>/cassette.jsonl, for --replay.")
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="A judged run to compare this one with once judged (per-judge deltas, the pairwise judge); "
+              "writes comparison.json.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="With --baseline: exit 1 when a judge regressed against the baseline.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
@@ -195,6 +201,8 @@ def run(
     offline: bool,
     record: bool,
     replay: Path | None,
+    baseline: Path | None,
+    fail_on_regression: bool,
     runs_dir: str | None,
     run_id: str | None,
     claude_version: str | None,
@@ -205,6 +213,12 @@ def run(
     if offline and replay is not None:
         raise UserError("--offline and --replay are exclusive",
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
+    if fail_on_regression and baseline is None:
+        raise UserError("--fail-on-regression needs --baseline", fix="name the run to compare with: --baseline RUN_DIR")
+    if baseline is not None and not dry_run:
+        from agent_eval_sandbox.app.compare import check_baseline
+
+        check_baseline(baseline)
     loaded = load_with_warnings(eval_yaml)
     dataset = load_dataset_with_warnings(loaded)
     overrides = CliOverrides(
@@ -221,7 +235,7 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay)
+                 replay=replay, baseline=baseline, fail_on_regression=fail_on_regression)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -251,6 +265,8 @@ def _execute(
     as_json: bool,
     record: bool = False,
     replay: Path | None = None,
+    baseline: Path | None = None,
+    fail_on_regression: bool = False,
 ) -> None:
     from rich.console import Console
 
@@ -270,6 +286,7 @@ def _execute(
         rebuild_image=rebuild_image,
         record=record,
         replay=replay,
+        baseline=baseline,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -279,13 +296,18 @@ def _execute(
     assert score is not None
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
     drifted = sorted(case for case, reason in outcome.result.end_reasons.items() if reason == "replay_mismatch")
-    exit_code = score.exit_code or (1 if drifted else 0)
+    compared = outcome.comparison
+    exit_code = (score.exit_code or (1 if drifted else 0)
+                 or (compared.exit_code(fail_on_regression) if compared is not None else 0))
     if drifted:
         click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
                    f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
     if as_json:
-        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
-                               "score": score.to_json()}, indent=2, default=str))
+        document = {"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
+                    "score": score.to_json()}
+        if compared is not None:
+            document["comparison"] = compared.to_json(fail_on_regression)
+        click.echo(json.dumps(document, indent=2, default=str))
         sys.exit(exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
     result = outcome.result
@@ -295,7 +317,16 @@ def _execute(
         highlight=False,
     )
     _print_score(score)
+    if compared is not None:
+        for line in _comparison_lines(compared):
+            click.echo(line)
     sys.exit(exit_code)
+
+
+def _comparison_lines(result: Any) -> list[str]:
+    from agent_eval_sandbox.compare.text import comparison_lines
+
+    return [*comparison_lines(result.comparison), f"  comparison: {result.comparison_path}"]
 
 
 def _print_score(score: Any) -> None:
@@ -343,6 +374,41 @@ def report(run_dir: Path, as_json: bool) -> None:
     from agent_eval_sandbox.report.build import build_reports
 
     _finish_with_score(build_reports(run_dir), as_json)
+
+
+@cli.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="eval.yaml whose pairwise judge compares the outputs (default: the one RUN_A recorded).")
+@click.option("--offline", is_flag=True,
+              help="Play the pairwise judge's model from pairwise_script.yaml beside eval.yaml: no key, no network.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
+              help="Significance level of the paired test.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a judge regressed against the baseline.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def compare(run_a: Path, run_b: Path, config_path: Path | None, offline: bool, alpha: float,
+            fail_on_regression: bool, as_json: bool) -> None:
+    """Compare RUN_A (the run under test) with RUN_B (its baseline), judge by judge.
+
+    Per-judge deltas (RUN_A - RUN_B) with a paired test over the cases both ran, and the
+    `pairwise` judge when eval.yaml has one. Writes comparison.json into RUN_A and adds the
+    comparison to its report.html. Exit 0; with --fail-on-regression, 1 when a judge regressed.
+    """
+    from agent_eval_sandbox.app.compare import compare_runs, online_endpoint
+    from agent_eval_sandbox.runner.model_access import OfflineModels
+
+    result = compare_runs(
+        run_a, run_b, config_path=config_path, alpha=alpha,
+        endpoint=(lambda loaded: OfflineModels(loaded).pairwise_endpoint()) if offline else online_endpoint,
+        parallelism=1 if offline else 4, echo=None if as_json else (lambda line: click.echo(line, err=True)))
+    if as_json:
+        click.echo(json.dumps(result.to_json(fail_on_regression), indent=2, default=str))
+    else:
+        for line in _comparison_lines(result):
+            click.echo(line)
+    sys.exit(result.exit_code(fail_on_regression))
 
 
 @cli.command("compile-handlers")

@@ -2,7 +2,8 @@
 
     plan (cli) → image → run directory → stage the project → before_all
       → every case through runner/case.py, `parallelism` at once (runner/schedule.py)
-      → run_result.json → before_scoring → judges and reports (app/score.py) → after_all
+      → run_result.json → before_scoring → judges and reports (app/score.py)
+      → with --baseline, the comparison (app/compare.py) → after_all
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.compare import CompareResult, compare_runs
 from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -69,6 +71,7 @@ class RunRequest:
     rebuild_image: bool = False
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
+    baseline: Path | None = None  # a judged run to compare this one with, once judged (app/compare.py)
 
 
 @dataclass
@@ -77,6 +80,7 @@ class RunOutcome:
     result: RunResult
     statuses: list[CaseStatus] = field(default_factory=list)
     score: ScoreResult | None = None
+    comparison: CompareResult | None = None  # with a baseline
 
 
 # Makes the image the sandboxes run: (the `sandbox:` image settings, rebuild, console) -> the image.
@@ -135,12 +139,12 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
             result = RunResult.from_outcomes(outcomes, mode=config.execution.mode, model=settings.model,
                                              wall_clock_s=time.time() - started, agent_version=claude_version)
             write_json(run_dir.run_result, result.to_data())
-            score = _score(request, run_dir, hooks, models, err_console)
+            score, comparison = _score(request, run_dir, hooks, models, err_console)
     finally:
         gateway.close()
         models.close()
         shutil.rmtree(staging, ignore_errors=True)
-    return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score)
+    return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score, comparison=comparison)
 
 
 def _warner(err_console: Console) -> Callable[[str], None]:
@@ -224,15 +228,25 @@ def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: l
 
 
 def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: ModelAccess,
-           err_console: Console) -> ScoreResult:
-    """before_scoring hooks, the judges, before_report hooks, the reports."""
+           err_console: Console) -> tuple[ScoreResult, CompareResult | None]:
+    """before_scoring hooks, the judges, the comparison with the baseline, before_report hooks, the reports."""
     config = request.loaded.config
+
+    def echo(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False)
+
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
-                          echo=lambda line: err_console.print(line, highlight=False, markup=False))
+                          echo=echo)
+    comparison = None
+    if request.baseline is not None:
+        comparison = compare_runs(run_dir.root, request.baseline, config_path=request.loaded.path,
+                                  endpoint=lambda _loaded: models.pairwise_endpoint(),
+                                  parallelism=models.judge_parallelism, echo=echo)
+        score = comparison.score
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
         score = build_reports(run_dir.root)
-    return score
+    return score, comparison
 

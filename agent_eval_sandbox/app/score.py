@@ -28,7 +28,7 @@ from agent_eval_sandbox.judges.record import build_record, read_case_files
 from agent_eval_sandbox.judges.results import CaseResult, Sample
 from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
 from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy
-from agent_eval_sandbox.report.build import ScoreResult, write_reports
+from agent_eval_sandbox.report.build import ScoreResult, finish_summary, write_reports
 from agent_eval_sandbox.report.summary import compute_run_metrics, summarize
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 
@@ -141,4 +141,6 @@ def score_run(
         thresholds=config.thresholds,
         run_metrics=compute_run_metrics(run.result),
     )
-    return ScoreResult(run_dir=run.root, summary=summary, reports=write_reports(run, summary), warnings=warnings)
+    summary, problems = finish_summary(run, summary, config.reward)
+    return ScoreResult(run_dir=run.root, summary=summary, reports=write_reports(run, summary),
+                       warnings=[*warnings, *problems])

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_eval_sandbox.compare.store import read_comparison
+from agent_eval_sandbox.config.models import RewardConfig
+from agent_eval_sandbox.judges.never_ran import never_ran_cases
+from agent_eval_sandbox.judges.reward import reward_record
 from agent_eval_sandbox.judges.thresholds import exit_code, regression_lines
 from agent_eval_sandbox.report.facts import read_case_view, read_run_view
 from agent_eval_sandbox.report.html import render_html
@@ -21,11 +25,13 @@ from agent_eval_sandbox.report.summary import (
     Summary,
     load_summary,
     summarize,
+    with_pairwise,
+    with_reward,
     write_summary,
 )
 from agent_eval_sandbox.rundir.layout import is_case_id
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
-from agent_eval_sandbox.rundir.write import write_text
+from agent_eval_sandbox.rundir.write import write_json, write_text
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,16 @@ class ScoreResult:
                 lines.append(f"  {name}: mean={stats.mean:.2f}{note}{counts}")
             else:
                 lines.append(f"  {name}: {stats.status}{counts}")
+        if summary.reward is not None and summary.reward.mean is not None:
+            reward = summary.reward
+            never = f", {reward.not_run} never ran (0.0)" if reward.not_run else ""
+            lines.append(f"  reward: mean={reward.mean:.3f} min={reward.min:.3f} max={reward.max:.3f} "
+                         f"over {reward.cases} cases ({reward.mode}){never}")
+        if summary.pairwise is not None:
+            pair = summary.pairwise
+            win_rate = f"{pair.win_rate:.1%}" if pair.win_rate is not None else "n/a"
+            lines.append(f"  pairwise vs {pair.run_b}: win_rate={win_rate} ({pair.wins_a} won, {pair.wins_b} lost, "
+                         f"{pair.ties} tied, {pair.errors} errored, {pair.not_run} not run)")
         for key, value in (summary.run_metrics or {}).items():
             lines.append(f"  {key}: {value:.1%}" if "rate" in key else f"  {key}: {value:g}")
         lines.append(f"  report: {self.reports.html}")
@@ -90,12 +106,32 @@ class ScoreResult:
         }
 
 
+def finish_summary(run: FinishedRun, summary: Summary, reward: RewardConfig | None) -> tuple[Summary, list[str]]:
+    """The summary with what is computed beside the judges: each case's reward (with a `reward:` block)
+    and the pairwise verdicts of the run's comparison.json (its thresholds checked again). Also says
+    what could not be read."""
+    summary = with_reward(summary, reward, never_ran_cases(run, summary.per_case))
+    comparison, problem = read_comparison(run.dir)
+    return with_pairwise(summary, comparison.pairwise if comparison else None), [problem] if problem else []
+
+
+def _write_rewards(run: FinishedRun, summary: Summary) -> None:
+    """Each case's `reward.json` (the reference's Harbor verifier file), when the eval composes a reward."""
+    if summary.reward is None:
+        return
+    for case_id, reward in summary.reward.per_case.items():
+        if is_case_id(case_id):
+            write_json(run.case(case_id).ensure().reward, reward_record(reward, summary.per_case.get(case_id, {})))
+
+
 def write_reports(run: FinishedRun, summary: Summary) -> ReportPaths:
     summary_yaml, summary_json = write_summary(run.dir, summary)
+    _write_rewards(run, summary)
     outcomes = {case_id: run.outcome(case_id) if is_case_id(case_id) else None
                 for case_id in [*summary.per_case, *run.case_ids]}
+    comparison, _ = read_comparison(run.dir)
     page = render_html(summary, read_run_view(run, summary.eval), outcomes,
-                       lambda case_id: read_case_view(run, case_id))
+                       lambda case_id: read_case_view(run, case_id), comparison=comparison)
     write_text(run.dir.report_html, page)
     write_text(run.dir.junit_xml, render_junit(summary))
     return ReportPaths(summary_yaml, summary_json, run.dir.report_html, run.dir.junit_xml)
@@ -116,5 +152,6 @@ def build_reports(run_dir: Path | str) -> ScoreResult:
         thresholds=stored.thresholds.config,
         run_metrics=stored.run_metrics,
     )
+    summary, problems = finish_summary(run, summary, stored.reward.reward_config() if stored.reward else None)
     reports = write_reports(run, summary)
-    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=list(run.problems))
+    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=[*run.problems, *problems])
