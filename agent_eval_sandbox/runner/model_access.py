@@ -171,14 +171,6 @@ class OfflineModels(ModelAccess):
     def pairwise_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
         return scripted_endpoint(scripts.pairwise_script_path(self._loaded.root), "the pairwise judge's model")
 
-    def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
-        missing = [inv.id for inv in invocations if not self._model_script_path(inv).is_file()]
-        if not missing:
-            return []
-        more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
-        return [f"--offline: no {scripts.MODEL_SCRIPT} for {', '.join(missing[:5])}{more}; "
-                "the scripted model only answers with a note"]
-
 
 @contextmanager
 def scripted_endpoint(path: Path, what: str) -> Iterator[ModelEndpoint | None]:
