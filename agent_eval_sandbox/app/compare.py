@@ -28,8 +28,8 @@ from agent_eval_sandbox.compare.store import write_comparison
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.errors import RunDirError, UserError
 from agent_eval_sandbox.judges.llm import ModelJudge
-from agent_eval_sandbox.judges.never_ran import incomplete, never_ran, never_ran_cases
 from agent_eval_sandbox.judges.record import build_record, read_case_files
+from agent_eval_sandbox.judges.standing import not_run_cases, standing
 from agent_eval_sandbox.model_api import ModelEndpoint
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
 from agent_eval_sandbox.report.summary import Summary, load_summary
@@ -62,7 +62,7 @@ def online_endpoint(loaded: LoadedConfig) -> AbstractContextManager[ModelEndpoin
 def _results(run: FinishedRun, summary: Summary) -> RunResults:
     ref = RunRef(run_id=summary.run_id or run.run_id, root=str(run.root), eval=summary.eval)
     return RunResults(ref=ref, judges=summary.judges, per_case=summary.per_case,
-                      never_ran=never_ran_cases(run, summary.per_case))
+                      never_ran=not_run_cases(run.outcome, summary.per_case))
 
 
 def _config(run: FinishedRun, config_path: Path | None, warn: Callable[[str], object]) -> LoadedConfig | None:
@@ -84,12 +84,12 @@ def _pair_loader(run_a: FinishedRun, run_b: FinishedRun, loaded: LoadedConfig) -
         return build_record(read_case_files(run, case_id, loaded), config.outputs, config.traces)
 
     def load(case_id: str) -> Pair:
-        outcome_a, outcome_b = run_a.outcome(case_id), run_b.outcome(case_id)
-        if never_ran(outcome_a) or never_ran(outcome_b):
-            return Pair(case_id, None if never_ran(outcome_a) else {}, None if never_ran(outcome_b) else {})
+        stand_a, stand_b = standing(run_a.outcome(case_id)), standing(run_b.outcome(case_id))
+        if "not_run" in (stand_a, stand_b):
+            return Pair(case_id, None if stand_a == "not_run" else {}, None if stand_b == "not_run" else {})
         try:
             return Pair(case_id, record(run_a, case_id), record(run_b, case_id),
-                        incomplete=incomplete(outcome_a) or incomplete(outcome_b))
+                        incomplete="incomplete" in (stand_a, stand_b))
         except OSError as exc:
             return Pair(case_id, {}, {}, problem=f"the case's files could not be read: {exc}")
 
@@ -99,7 +99,8 @@ def _pair_loader(run_a: FinishedRun, run_b: FinishedRun, loaded: LoadedConfig) -
 def compare_runs(run_a_dir: Path | str, run_b_dir: Path | str, *, config_path: Path | None = None,
                  endpoint: EndpointFactory = online_endpoint, parallelism: int = 1,
                  alpha: float = DEFAULT_ALPHA, tolerance: float = DEFAULT_TOLERANCE,
-                 environ: Mapping[str, str] | None = None, echo: Echo | None = None) -> CompareResult:
+                 environ: Mapping[str, str] | None = None, echo: Echo | None = None,
+                 junit_fail_on_judge: bool = False) -> CompareResult:
     """Compare run A (under test) with its baseline B; write comparison.json and rebuild A's reports."""
     say = echo or (lambda _line: None)
     run_a, run_b = open_finished_run(run_a_dir), open_finished_run(run_b_dir)
@@ -116,7 +117,7 @@ def compare_runs(run_a_dir: Path | str, run_b_dir: Path | str, *, config_path: P
                                         say)
     write_comparison(run_a.dir, comparison)
     return CompareResult(comparison=comparison, comparison_path=run_a.dir.comparison_json,
-                         score=build_reports(run_a.root))
+                         score=build_reports(run_a.root, junit_fail_on_judge=junit_fail_on_judge))
 
 
 def _pairwise(run_a: FinishedRun, run_b: FinishedRun, loaded: LoadedConfig, case_ids: list[str],

@@ -26,6 +26,7 @@ import docker
 import docker.errors
 from docker.utils.socket import frames_iter
 
+from agent_eval_sandbox.errors import DockerUnavailableError
 from agent_eval_sandbox.sandbox.archive import (
     ChunkStream,
     CopyInReport,
@@ -40,6 +41,7 @@ from agent_eval_sandbox.sandbox.base import (
     OnTimeout,
     Sandbox,
     SandboxError,
+    SandboxInfraError,
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
@@ -234,18 +236,24 @@ class DockerSandbox(Sandbox):
         started = time.monotonic()
         deadline = started + timeout if timeout is not None else None
         before = self._counters
-        with docker_errors(f"starting {list(cmd)[:1]} in sandbox {self._name}"):
-            exec_id = self._api.exec_create(
-                self._id,
-                list(cmd),
-                stdout=True,
-                stderr=True,
-                stdin=stdin is not None,
-                user=user or self._spec.hardening.user,
-                environment=environment or None,
-                workdir=cwd,
-            )["Id"]
-            pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
+        try:
+            with docker_errors(f"starting {list(cmd)[:1]} in sandbox {self._name}"):
+                exec_id = self._api.exec_create(
+                    self._id,
+                    list(cmd),
+                    stdout=True,
+                    stderr=True,
+                    stdin=stdin is not None,
+                    user=user or self._spec.hardening.user,
+                    environment=environment or None,
+                    workdir=cwd,
+                )["Id"]
+                pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
+        except (SandboxError, DockerUnavailableError) as exc:
+            if self._destroyed:
+                raise SandboxError(f"cannot run a command: sandbox {self._name} was destroyed") from exc
+            # Nothing of the command ran yet: the daemon failed us, not the command.
+            raise SandboxInfraError(str(exc)) from exc
         pump.start()
         if stdin is not None:
             pump.feed(stdin)
