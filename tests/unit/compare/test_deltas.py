@@ -100,3 +100,10 @@ def test_the_comparison_round_trips_through_its_json():
     found = compare_results(_run("a", _verdicts([False, True])), _run("b", _verdicts([True, True])))
     again = Comparison.model_validate(found.to_data())
     assert again.judges["j"].p_value == found.judges["j"].p_value and again.only_in_a == found.only_in_a
+
+
+def test_a_not_run_result_counts_as_failing_whatever_the_never_ran_set_says():
+    not_run = CaseResult.not_run("check", "interrupted", "not judged: the case did not run")
+    found = compare_results(_run("a", {"c1": {"j": not_run}}), _run("b", {"c1": {"j": ok(True)}}))
+    judge = found.judges["j"]
+    assert judge.not_run_a == 1 and judge.worse == 1 and judge.changed[0].a is False

@@ -185,3 +185,10 @@ def test_formula_errors_are_formula_errors(formula, problem):
     with pytest.raises(FormulaError, match=None) as info:
         evaluate_formula(formula, {"a": 0.5, "b": 1.0})
     assert problem in str(info.value)
+
+
+def test_a_not_run_judge_result_has_no_value_and_an_errored_default_is_zero():
+    not_run = CaseResult.not_run("llm", "infra_error", "not judged")
+    assert _reward({"judge": "quality"}, {"quality": not_run}).reward == 0.0
+    found = _reward({}, {"passed": ok(True), "quality": not_run})
+    assert found.reward == 0.0 and "quality" in (found.note or "")
