@@ -199,6 +199,9 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
+@click.option("--allow-unenforced-network", is_flag=True,
+              help="Kubernetes: run even if the cluster does not enforce the run's NetworkPolicy (never for "
+              "untrusted skills).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
@@ -222,6 +225,7 @@ def run(
     run_id: str | None,
     claude_version: str | None,
     rebuild_image: bool,
+    allow_unenforced_network: bool,
     as_json: bool,
     strict: bool,
     junit_fail_on_judge: bool,
@@ -253,7 +257,8 @@ def run(
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
-                 baseline=baseline, fail_on_regression=fail_on_regression)
+                 baseline=baseline, fail_on_regression=fail_on_regression,
+                 allow_unenforced_network=allow_unenforced_network)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -287,6 +292,7 @@ def _execute(
     shared_dir: Path | None = None,
     baseline: Path | None = None,
     fail_on_regression: bool = False,
+    allow_unenforced_network: bool = False,
 ) -> None:
     from rich.console import Console
 
@@ -309,6 +315,7 @@ def _execute(
         junit_fail_on_judge=junit_fail_on_judge,
         shared_dir=shared_dir,
         baseline=baseline,
+        allow_unenforced_network=allow_unenforced_network,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -522,14 +529,28 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
 
 @cli.command()
 @click.option("--all", "remove_all", is_flag=True, help="Remove every object this tool manages, not only orphans.")
-@click.option("--backend", default="docker", show_default=True, help="Sandbox backend.")
+@click.option("--backend", default="docker", show_default=True, help="Sandbox backend (docker or kubernetes).")
+@click.option("--namespace", help="Kubernetes: the namespace (default: the kubeconfig's, or the controller's own).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def gc(remove_all: bool, backend: str, as_json: bool) -> None:
+def gc(remove_all: bool, backend: str, namespace: str | None, as_json: bool) -> None:
     """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
-    from agent_eval_sandbox.sandbox.registry import get_backend
+    from agent_eval_sandbox.config.kubernetes_settings import check_namespace
+    from agent_eval_sandbox.config.models import SandboxConfig
+    from agent_eval_sandbox.sandbox.registry import backend_for
 
-    removed = get_backend(backend).gc(all=remove_all)
+    if namespace and backend != "kubernetes":
+        raise UserError("--namespace applies to --backend kubernetes only", fix="add --backend kubernetes")
+    try:
+        check_namespace(namespace)
+    except ValueError as exc:
+        raise UserError(str(exc).replace("sandbox.namespace", "--namespace"),
+                        fix="give an existing namespace") from None
+    # gc only lists and deletes: the image is never used.
+    sandbox = SandboxConfig.model_validate(
+        {"backend": backend, "namespace": namespace, "image": "unused"} if backend == "kubernetes" else
+        {"backend": backend})
+    removed = backend_for(sandbox).gc(all=remove_all)
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(r) for r in removed], indent=2))
         return

@@ -62,7 +62,7 @@ from agent_eval_sandbox.sandbox.image import (
     ensure_sandbox_image,
     exec_only_binaries,
 )
-from agent_eval_sandbox.sandbox.registry import get_backend
+from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 
@@ -83,6 +83,8 @@ class RunRequest:
     junit_fail_on_judge: bool = False
     # Where the files the sandboxes mount go (--shared-dir); None: the backend chooses (sandbox/host_paths.py).
     shared_dir: Path | None = None
+    # Kubernetes: run even where the cluster does not enforce the run's NetworkPolicy.
+    allow_unenforced_network: bool = False
 
 
 @dataclass
@@ -104,8 +106,14 @@ def docker_image(settings: ImageSettings, rebuild: bool, console: Console) -> Sa
     return ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=True, console=console)
 
 
+def registry_image(settings: ImageSettings, rebuild: bool, console: Console) -> SandboxImage:
+    """The Kubernetes backend's image: `sandbox.image` as the cluster pulls it (built and pushed beforehand)."""
+    assert settings.image, "sandbox.image is required with backend kubernetes (checked at load)"
+    return SandboxImage(ref=settings.image, built=False)
+
+
 def execute_run(request: RunRequest, *, err_console: Console, show_progress: bool = True,
-                backend: SandboxBackend | None = None, image_step: ImageStep = docker_image) -> RunOutcome:
+                backend: SandboxBackend | None = None, image_step: ImageStep | None = None) -> RunOutcome:
     """`backend`: the sandboxes' backend (default: `sandbox.backend` by name); `image_step` readies
     their image. Both are given together for a backend that is not Docker (tests use the fake one)."""
     loaded, config, settings = request.loaded, request.loaded.config, request.settings
@@ -120,6 +128,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
     backend, host = _backend(request, err_console, backend)
+    if image_step is None:
+        image_step = registry_image if config.sandbox.backend == "kubernetes" else docker_image
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
@@ -204,12 +214,14 @@ def _backend(request: RunRequest, err_console: Console,
     """The sandbox backend, with the orphans of dead runs reaped and the runtime checked, and where the
     files its sandboxes mount go (decided first: a daemon that cannot be used is refused before use)."""
     sandbox = request.loaded.config.sandbox
-    backend = given if given is not None else get_backend(sandbox.backend)
+    backend = given if given is not None else backend_for(
+        sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
     host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:
         backend.check_runtime(sandbox.runtime)
+    backend.prepare_run(request.run_id)
     return backend, host
 
 

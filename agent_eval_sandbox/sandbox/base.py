@@ -1,6 +1,6 @@
 """The `Sandbox` interface: what the runner needs from one case's isolated environment.
 
-A backend (docker today, kubernetes later) implements `SandboxBackend` and
+A backend (docker, kubernetes) implements `SandboxBackend` and
 `Sandbox`; nothing outside `sandbox/` knows which one runs. A command that
 fails is a value (`ExecResult`); only a sandbox that itself broke (vanished,
 daemon error mid-command) raises `SandboxError`.
@@ -246,6 +246,10 @@ class SandboxBackend(ABC):
     @abstractmethod
     def create(self, spec: SandboxSpec) -> Sandbox:
         """A started, idle sandbox with empty workspace and home."""
+
+    def prepare_run(self, run_id: str) -> None:
+        """Make and check what the run's sandboxes share, before the first case (by default nothing)."""
+        return None
 
     @abstractmethod
     def destroy_run(self, run_id: str) -> list[RemovedObject]:
