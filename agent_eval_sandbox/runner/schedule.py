@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 
 from agent_eval_sandbox import exit_codes
 from agent_eval_sandbox.rundir.models import CaseOutcome
-from agent_eval_sandbox.runner.case import case_sandbox_spec, interrupted_outcome, run_case
+from agent_eval_sandbox.runner.case import case_sandbox_spec, interrupted_outcome, run_case, uncollected_outcome
+from agent_eval_sandbox.runner.case_values import ChannelUse
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
-from agent_eval_sandbox.sandbox.pool import SandboxPool
+from agent_eval_sandbox.sandbox.pool import SandboxPool, SandboxSource
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,12 @@ class Scheduled:
         return None
 
 
-def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequence[CaseStatus]) -> Scheduled:
+def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequence[CaseStatus],
+              *, exit_first: bool = False) -> Scheduled:
     """Every invocation's outcome, in order.
+
+    `exit_first` (`run -x`): once a case does not complete, no further case starts; those get an
+    `interrupted` outcome saying why (cases already running finish).
 
     On Ctrl-C or SIGTERM (an exception out of the wait: `sandbox/teardown.run_scope` has removed
     the run's sandboxes by then), cases not started yet never start and get an `interrupted`
@@ -56,8 +62,9 @@ def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequ
         for invocation, slot in zip(invocations, slots, strict=True):
             sandboxes.plan(slot, partial(case_sandbox_spec, ctx, invocation.id, ctx.staging / slot))
         pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="case")
+        one_case = _stopping_at_first_failure(threading.Event()) if exit_first else run_case
         futures = [
-            pool.submit(run_case, ctx, invocation, status, slot, sandboxes)
+            pool.submit(one_case, ctx, invocation, status, slot, sandboxes)
             for invocation, status, slot in zip(invocations, statuses, slots, strict=True)
         ]
         interrupted_by: KeyboardInterrupt | SystemExit | None = None
@@ -77,6 +84,27 @@ def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequ
     outcomes = [_outcome(ctx, future, invocation, status)
                 for future, invocation, status in zip(futures, invocations, statuses, strict=True)]
     return Scheduled(outcomes, interrupted_by)
+
+
+EXIT_FIRST = "not started: -x/--exit-first stopped the run after a case that did not complete"
+
+
+def _stopping_at_first_failure(stop: threading.Event) -> Callable[
+        [RunContext, Invocation, CaseStatus, str, SandboxSource], CaseOutcome]:
+    def one_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: str,
+                 sandboxes: SandboxSource) -> CaseOutcome:
+        if stop.is_set():
+            status.state = "skipped"
+            sandboxes.release(slot, None)  # one made ahead for it goes now, and the pool makes no more for it
+            return uncollected_outcome(ctx, invocation, ctx.run_dir.case(invocation.id), None, 0.0, ChannelUse(),
+                                       EXIT_FIRST, end_reason="interrupted")
+        outcome = run_case(ctx, invocation, status, slot, sandboxes)
+        if not outcome.completed:
+            stop.set()
+            sandboxes.stop_ahead()
+        return outcome
+
+    return one_case
 
 
 # While the started cases end after an interrupt: how often the run's sandboxes are swept again.

@@ -51,6 +51,10 @@ class SandboxSource(ABC):
     def release(self, key: str, sandbox: Sandbox | None) -> None:
         """The case of `key` is done with its sandbox (None: it never took one); remove it."""
 
+    def stop_ahead(self) -> None:
+        """No further case will start (e.g. `run -x` after a failure): make nothing more ahead."""
+        return None
+
 
 class DirectSandboxes(SandboxSource):
     """No pool: made when asked for, removed when given back (both while the case waits)."""
@@ -116,9 +120,15 @@ class SandboxPool(SandboxSource):
             self._settle(key)
             self._fill()
         if unused is not None:
+            unused.cancel()  # not begun yet: never made; else removed once made
             unused.add_done_callback(self._remove_made)
         if sandbox is not None:
             self._remove(sandbox)
+
+    def stop_ahead(self) -> None:
+        """Make nothing more ahead; what is made stays for its key (taken, or given back unused)."""
+        with self._lock:
+            self._planned.clear()
 
     # ---- the run's end ----------------------------------------------------------------
 

@@ -381,3 +381,23 @@ def test_a_sandbox_made_ahead_that_fails_is_retried_with_a_new_one_never_the_sam
     assert next(call.sandbox for call in cli.calls if _case_of(call) == "c2") is c2_boxes[-1]
     assert all(s.did("exec") == [] for s in c2_boxes[:-1])
     assert backend.live == [] and all(s.destroyed for s in backend.created)
+
+
+def test_exit_first_makes_nothing_more_ahead_once_a_case_did_not_complete(eval_project, make_pipeline, backend, cli):
+    eval_project.eval_yaml()
+    ids = [f"c{n}" for n in range(1, 9)]
+    for case_id in ids:
+        eval_project.case(case_id)
+    cli.before = _only_c2(_raise(SandboxError("the daemon lost the container")))
+    backend.on_create = lambda spec: time.sleep(0.05)  # making one takes a while, as with Docker
+    pipeline = make_pipeline(parallelism=1)
+    statuses = [CaseStatus(inv.id) for inv in pipeline.invocations]
+    outcomes = run_cases(pipeline.ctx, pipeline.invocations, statuses, exit_first=True).outcomes
+
+    assert [o.end_reason for o in outcomes[:2]] == ["exited", "error"]
+    assert all(o.end_reason == "interrupted" and not o.ran for o in outcomes[2:])
+    # c1's and c2's, and at most what was made ahead before c2 ended: not one per skipped case
+    made = [s.spec.case_id for s in backend.created]
+    assert made[:2] == ["c1", "c2"] and len(made) <= 3, made
+    assert all(s.did("exec") == [] for s in backend.created[2:])
+    assert backend.live == [] and all(s.destroyed for s in backend.created)
