@@ -121,8 +121,9 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     slow.mkdir()
     (slow / "input.yaml").write_text("title: Slow\nline: Wait\n")
     (slow / "annotations.yaml").write_text("expected: Wait\n")
+    # Not a bare `sleep N`: Claude Code refuses that at once, and the case would end within a second.
     (slow / "model_script.yaml").write_text(yaml.safe_dump([
-        {"tool": "Bash", "input": {"command": "sleep 9999"}}, {"text": "x"}]))
+        {"tool": "Bash", "input": {"command": "echo waiting; sleep 600", "timeout": 600_000}}, {"text": "x"}]))
     (root / "cases" / "001-shopping").rename(root / "cases" / "000-shopping")  # runs first
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     process = subprocess.Popen([sys.executable, "-m", "agent_eval_sandbox", "run", "--offline", "--run-id", "r1"],
