@@ -251,12 +251,15 @@ def run(
     base = _runs_base(runs_dir)
     replay = resolve_run_arg(replay, base) if replay is not None else None
     if resume is not None:
-        if rerun_failed or case_patterns or limit or run_id or replay or record or epochs > 1:
-            raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
-                            "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
+        # A resume runs the rest as the run was started (run.json); only what describes this machine
+        # (--shared-dir, --allow-unenforced-network, --parallelism, --rebuild-image) is taken from here.
+        _refuse_on_resume(rerun_failed=rerun_failed, case=case_patterns, limit=limit, run_id=run_id, replay=replay,
+                          record=record, epochs=epochs > 1, model=model, subagent_model=subagent_model,
+                          timeout=timeout, max_budget=max_budget, skill_args=skill_args)
         plan = reruns.plan_resume(resolve_run_arg(resume, base))
-        eval_yaml, offline, run_id, record, replay, overrides = _as_started(plan.meta)
-        runs_dir = str(plan.run.root.parent.parent)
+        eval_yaml, offline, run_id, record, replay, overrides, claude_version, epochs = _as_started(
+            plan, offline=offline, claude_version=claude_version, parallelism=parallelism)
+        runs_dir, rerun_of = str(plan.run.root.parent.parent), None
         to_run = set(plan.to_run)
         select: Callable[[list[str]], list[str]] | None = lambda ids: [i for i in ids if i in to_run]  # noqa: E731
     else:
@@ -265,17 +268,8 @@ def run(
         failed = _failed_ids(rerun_of) if rerun_of is not None else None
         select = None if not (case_patterns or limit or failed is not None) else (
             lambda ids: select_ids([i for i in ids if failed is None or i in failed], case_patterns, limit))
-    if resume is None:
-        overrides = CliOverrides(
-        timeout=timeout,
-        max_budget=max_budget,
-        parallelism=parallelism,
-        skill_args=skill_args,
-        model=model,
-        subagent_model=subagent_model,
-    )
-    if plan is not None:
-        epochs = int(plan.meta.get("epochs") or 1)
+        overrides = CliOverrides(timeout=timeout, max_budget=max_budget, parallelism=parallelism,
+                                 skill_args=skill_args, model=model, subagent_model=subagent_model)
     checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
                            select=select, epochs=epochs)
     if plan is not None:
@@ -289,7 +283,7 @@ def run(
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
                  allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
-                 rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
+                 rerun_of=rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -328,15 +322,36 @@ def _failed_ids(run_dir: Path) -> set[str]:
     return set(failed)
 
 
-def _as_started(meta: dict[str, Any]) -> tuple[Path, bool, str, bool, Path | None, CliOverrides]:
-    """How a run was started (its run.json): a resume runs the rest the same way."""
+def _refuse_on_resume(**options: Any) -> None:
+    """Options that would change the run a resume finishes, named as the user spelt them."""
+    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value]
+    if given:
+        raise UserError(f"--resume finishes a run as it was started: it takes no {', '.join(given)}",
+                        fix="drop those options (to change them, start a new run)")
+
+
+def _as_started(plan: Any, *, offline: bool, claude_version: str | None, parallelism: int | None,
+                ) -> tuple[Path, bool, str, bool, Path | None, CliOverrides, str | None, int]:
+    """How a run was started (its run.json), which a resume runs the rest with: eval.yaml, offline, run id,
+    record, replay, the overrides (this machine's --parallelism first), Claude Code version, epochs."""
+    meta = plan.meta
     recorded = meta.get("settings")
     settings: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     replay = meta.get("replay_of")
-    return (Path(str(meta.get("config_path"))), bool(meta.get("offline")) and not replay, str(meta.get("run_id")),
-            bool(meta.get("recorded")), Path(replay) if replay else None,
-            CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
-                         parallelism=settings.get("parallelism"), model=settings.get("model")))
+    was_offline = bool(meta.get("offline")) and not replay
+    if offline and not was_offline:
+        raise UserError(f"--resume {plan.run.root}: the run was not started --offline",
+                        fix="drop --offline: a resume uses the model access the run started with")
+    version = meta.get("claude_version")
+    if claude_version and version and claude_version != version:
+        raise UserError(f"--resume {plan.run.root}: the run was started with Claude Code {version}, "
+                        f"not {claude_version}", fix="drop --claude-version")
+    overrides = CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
+                             parallelism=parallelism or settings.get("parallelism"), model=settings.get("model"),
+                             subagent_model=settings.get("subagent_model"), skill_args=settings.get("skill_args"))
+    return (Path(str(meta.get("config_path"))), was_offline, str(meta.get("run_id")), bool(meta.get("recorded")),
+            Path(replay) if replay else None, overrides, str(version) if version else claude_version,
+            int(meta.get("epochs") or 1))
 
 
 def _execute(

@@ -272,6 +272,9 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
             "max_budget_usd": settings.max_budget_usd,
             "parallelism": settings.parallelism,
             "model": settings.model,
+            "subagent_model": settings.subagent_model,
+            # what --skill-args replaced the eval's template with; a resume passes it again
+            "skill_args": settings.template if settings.template_source == "--skill-args" else None,
         },
         "started_at": started,
     }
