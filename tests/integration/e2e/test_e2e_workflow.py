@@ -121,8 +121,9 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     slow.mkdir()
     (slow / "input.yaml").write_text("title: Slow\nline: Wait\n")
     (slow / "annotations.yaml").write_text("expected: Wait\n")
+    # Not `sleep`: the CLI's Bash tool refuses a long leading sleep at once, and the case would end in seconds.
     (slow / "model_script.yaml").write_text(yaml.safe_dump([
-        {"tool": "Bash", "input": {"command": "sleep 9999"}}, {"text": "x"}]))
+        {"tool": "Bash", "input": {"command": "tail -f /dev/null"}}, {"text": "x"}]))
     (root / "cases" / "001-shopping").rename(root / "cases" / "000-shopping")  # runs first
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     process = subprocess.Popen([sys.executable, "-m", "agent_eval_sandbox", "run", "--offline", "--run-id", "r1"],
@@ -160,7 +161,7 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     assert result["interrupted"] is False and result["planned"] == 3 and result["finished"] == 3
     assert result["per_case"]["000-shopping"]["started_at"] == kept_started  # kept, not run again
     assert result["per_case"]["002-reading"]["completed"] is True
-    # Run again in the resume (how the sleeping Bash call ends is the CLI's business: its deadline or the tool's).
+    # Run again in the resume (how the endless Bash call ends is the CLI's business: its deadline or the tool's).
     slow_again = result["per_case"]["003-slow"]
     assert slow_again["ran"] is True and slow_again["end_reason"] != "interrupted"
     summary = yaml.safe_load((run_dir / "summary.yaml").read_text())
