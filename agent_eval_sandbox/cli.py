@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from agent_eval_sandbox import __version__, exit_codes
+from agent_eval_sandbox import __version__, exit_codes, verbosity
 from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -43,7 +43,8 @@ JUNIT_FAIL_ON_JUDGE_HELP = ("In junit.xml, a failing verdict of a judge without 
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    if not verbosity.quiet():
+        click.echo(f"warning: {message}", err=True)
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,8 +93,10 @@ STRICT_HELP = "Refuse the eval (exit 2) if it has any warning: what CI should us
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agent-eval-sandbox")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Run agent-eval-harness evals of Claude Code skills, one hardened container per case."""
+    verbosity.begin(ctx)
 
 
 def _summary_lines(loaded: LoadedConfig, dataset: Dataset, invocations: list[Invocation]) -> list[str]:
@@ -402,10 +405,8 @@ def _execute(
         resume=resume,
         epochs=epochs,
     )
-    console = Console()
-    # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
-    err_console = Console(stderr=True, soft_wrap=True)
-    outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
+    console = Console(quiet=verbosity.quiet())
+    outcome = execute_run(request, err_console=verbosity.err_console(), show_progress=not as_json)
     result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
     drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
@@ -426,6 +427,8 @@ def _execute(
                   highlight=False, markup=False)
     if outcome.interrupted_exit is not None or score is None:
         click.echo(f"INTERRUPTED: {result.finished} of {result.planned} cases finished; the run was not judged")
+        if verbosity.quiet():
+            sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
         click.echo(f"run directory: {run_dir}")
         click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
         sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
@@ -434,6 +437,9 @@ def _execute(
 
 
 def _print_score(score: Any) -> None:
+    if verbosity.quiet():
+        click.echo(score.verdict_line())
+        return
     for warning in score.warnings:
         _warn(warning)
     for line in score.text_lines():
@@ -466,7 +472,8 @@ def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_ti
     from agent_eval_sandbox.app.score import score_run
 
     result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
-                       parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)),
+                       parallelism=parallelism,
+                       echo=None if as_json or verbosity.quiet() else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
 
@@ -528,19 +535,17 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--controller", is_flag=True,
               help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
 @click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
-                quiet: bool) -> None:
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None) -> None:
     """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
-    controller image)."""
-    from rich.console import Console
-
+    controller image). With -q, print only the image's ref."""
+    quiet = verbosity.quiet()
     if controller:
         from agent_eval_sandbox.sandbox.controller_image import build_controller_image
 
-        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild,
+                                       console=verbosity.err_console())
         click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
         return
     if tag:
@@ -557,7 +562,7 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              claude_version=claude_version or DEFAULT_CLAUDE_VERSION,
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
-                                  console=Console(stderr=True))
+                                  console=verbosity.err_console())
     if quiet:
         click.echo(result.ref)
     else:
@@ -741,3 +746,6 @@ def main() -> None:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     cli(prog_name="agent-eval-sandbox")
+
+
+verbosity.add_options(cli)  # last: every command is defined by now

@@ -13,6 +13,7 @@ exits 130/143.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -65,6 +66,8 @@ from agent_eval_sandbox.sandbox.image import (
 )
 from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -133,11 +136,16 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     backend, host = _backend(request, err_console, backend)
     if image_step is None:
         image_step = registry_image if config.sandbox.backend == "kubernetes" else docker_image
+    # What happens before the first case can take minutes (a first image build): it is said as it starts.
+    log.info("sandbox image: checking (Claude Code %s)%s", claude_version, ", rebuilding" if request.rebuild_image
+             else "")
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
         request.rebuild_image, err_console,
     )
+    log.info("sandbox image: %s (%s)", image.ref, "built now" if image.built else "ready")
+    log.info("checking that the sandboxes can mount the run's files in %s", host.root)
     backend.check_host_paths(host, image.ref)
     started = time.time()
     run_dir = _open_run_dir(request, image.ref, claude_version, started)
@@ -155,7 +163,10 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     try:
         # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
         with run_scope(backend, request.run_id, cancelled):
+            log.info("staging the project for the sandboxes (without the answer key)")
             resources, repo_copy = _stage_project(request, staging, handlers, environ, warn)
+            log.info("running %d case(s), %d at once; results in %s", len(request.invocations),
+                     settings.parallelism, run_dir.root)
             with hooks.around_run(config.hooks) as before_all:
                 ctx = RunContext(
                     loaded=loaded, settings=settings, run_dir=run_dir, run_id=request.run_id, backend=backend,
@@ -239,7 +250,10 @@ def _backend(request: RunRequest, err_console: Console,
     sandbox = request.loaded.config.sandbox
     backend = given if given is not None else backend_for(
         sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
+    log.info("sandbox backend: %s%s", request.loaded.config.sandbox.backend,
+             f", runtime {sandbox.runtime}" if sandbox.runtime else "")
     host = backend.host_paths(request.shared_dir, request.runs_base)
+    log.info("removing the sandboxes of dead runs, if any")
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:

@@ -183,3 +183,25 @@ def test_epochs_run_each_case_in_its_own_sandbox_and_aggregate(tmp_path: Path) -
     entry = epochs["per_case"]["002-reading"]["note_written"]
     assert entry["passed"] == 3 and entry["pass@3"] == 1.0 and entry["pass^3"] == 1.0 and entry["mean"] == 1.0
     assert "pass@3=1.000 pass^3=1.000" in ran.stderr
+
+
+def test_quiet_prints_the_verdict_line_only_and_verbose_each_stage(tmp_path: Path) -> None:
+    root = _starter(tmp_path)
+    quiet = cli("run", "--offline", "-q", cwd=root)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    (line,) = quiet.stdout.splitlines()
+    assert line.startswith("PASS: starter run ") and "2/2 cases completed, 0 regression(s) (exit 0)" in line
+    loud = cli("run", "--offline", "-v", "--case", "001-*", cwd=root)
+    assert loud.returncode == 0, loud.stderr
+    # progress before the first case, in order, then each stage of the case
+    said = loud.stderr
+    steps = ["removing the sandboxes of dead runs", "sandbox image: checking", "sandbox image: agent-eval-sandbox",
+             "checking that the sandboxes can mount", "staging the project", "running 1 case(s)",
+             "debug: case 001-shopping: starting", "debug: case 001-shopping: running",
+             "debug: case 001-shopping: collecting"]
+    positions = [said.find(step) for step in steps]
+    assert -1 not in positions and positions == sorted(positions), said
+    assert "debug: agent-eval-sandbox:" in said and "is present: no build" in said  # the image decision
+    plain = cli("run", "--offline", "--case", "001-*", cwd=root)
+    assert "sandbox image: checking" in plain.stderr and "debug:" not in plain.stderr
