@@ -345,6 +345,13 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
     if request.epochs > 1:
         _aggregate_epochs(run_dir, request.epochs, err_console)
+    if config.mlflow is not None:
+        from agent_eval_sandbox.report.mlflow_log import log_run, tracking_uri
+
+        log.info("logging the run to MLflow at %s", tracking_uri(config.mlflow, os.environ))
+        logged = log_run(run_dir, config.mlflow, eval_name=config.name, environ=os.environ, warn=_warner(err_console))
+        if logged:
+            log.info("MLflow run %s", logged)
     return score
 
 

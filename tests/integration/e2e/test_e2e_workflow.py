@@ -205,3 +205,34 @@ def test_quiet_prints_the_verdict_line_only_and_verbose_each_stage(tmp_path: Pat
     assert "debug: agent-eval-sandbox:" in said and "is present: no build" in said  # the image decision
     plain = cli("run", "--offline", "--case", "001-*", cwd=root)
     assert "sandbox image: checking" in plain.stderr and "debug:" not in plain.stderr
+
+
+def test_mlflow_block_logs_the_judged_run_to_a_local_sqlite_store(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    root = _starter(tmp_path)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    eval_yaml = root / "eval.yaml"
+    eval_yaml.write_text(eval_yaml.read_text() + f"\nmlflow:\n  experiment: starter-exp\n  tracking_uri: {store}\n"
+                         "  tags: {suite: nightly}\n")
+    ran = cli("run", "--offline", "--json", "--strict", "--run-id", "tracked", cwd=root)
+    assert ran.returncode == 0, ran.stderr
+    assert "warning: mlflow" not in ran.stderr, ran.stderr
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("starter-exp")
+    assert experiment is not None
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert logged.info.run_name == "tracked" and logged.info.status == "FINISHED"
+    assert logged.data.params["run_id"] == "tracked" and logged.data.params["offline"] == "True"
+    assert logged.data.tags["suite"] == "nightly" and logged.data.tags["regressions_detected"] == "no"
+    metrics = logged.data.metrics
+    assert metrics["note_written/pass_rate"] == 1.0 and metrics["num_cases"] == 2.0
+    top = {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert {"summary.yaml", "report.html", "run_result.json", "cases"} <= top, top
+    case_files = {a.path for a in client.list_artifacts(logged.info.run_id, "cases/001-shopping")}
+    assert "cases/001-shopping/transcript.jsonl" in case_files, case_files
+    traces = client.search_traces(locations=[experiment.experiment_id])
+    by_case = {t.data.spans[0].name: t for t in traces}
+    assert sorted(by_case) == ["001-shopping", "002-reading"]
+    outputs = by_case["002-reading"].data.spans[0].outputs
+    assert outputs["end_reason"] == "exited" and outputs["judges"]["note_written"]["value"] is True
