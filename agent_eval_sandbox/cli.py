@@ -3,7 +3,8 @@
 Every command maps user-caused errors (`UserError`) to one line on stderr and
 exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed (or
 no case completed)", 3 for a bug of ours, 4 for an infrastructure error of a
-case, 130/143 for an interrupted run (`exit_codes.py`).
+case, 130/143 for an interrupted run (`exit_codes.py`); with --fail-on-regression, 1 also
+when a judge regressed against the baseline (`compare`, `run --baseline`).
 """
 
 from __future__ import annotations
@@ -189,6 +190,11 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
               help="Keep each case's model exchanges as cases/<id>/cassette.jsonl, for --replay.")
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="A judged run to compare this one with once judged (per-judge deltas, the pairwise judge); "
+              "writes comparison.json.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="With --baseline: exit 1 when a judge regressed against the baseline.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
 @click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
               help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
@@ -227,6 +233,8 @@ def run(
     offline: bool,
     record: bool,
     replay: Path | None,
+    baseline: Path | None,
+    fail_on_regression: bool,
     runs_dir: str | None,
     shared_dir: Path | None,
     run_id: str | None,
@@ -253,6 +261,7 @@ def run(
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
     base = _runs_base(runs_dir)
     replay = resolve_run_arg(replay, base) if replay is not None else None
+    baseline = _baseline_arg(baseline, base, fail_on_regression=fail_on_regression, dry_run=dry_run)
     if resume is not None:
         # A resume runs the rest as the run was started (run.json); only what describes this machine
         # (--shared-dir, --allow-unenforced-network, --parallelism, --rebuild-image) is taken from here.
@@ -285,6 +294,7 @@ def run(
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
+                 baseline=baseline, fail_on_regression=fail_on_regression,
                  allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
                  rerun_of=rerun_of, resume=plan, epochs=epochs)
         return
@@ -357,6 +367,22 @@ def _as_started(plan: Any, *, offline: bool, claude_version: str | None, paralle
             int(meta.get("epochs") or 1))
 
 
+def _baseline_arg(baseline: Path | None, base: Path, *, fail_on_regression: bool, dry_run: bool) -> Path | None:
+    """--baseline RUN_DIR (or `latest`), refused before anything runs when it is not a judged run."""
+    if fail_on_regression and baseline is None:
+        raise UserError("--fail-on-regression needs --baseline", fix="name the run to compare with: --baseline RUN_DIR")
+    if baseline is None:
+        return None
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+
+    baseline = resolve_run_arg(baseline, base)
+    if not dry_run:
+        from agent_eval_sandbox.app.compare import check_baseline
+
+        check_baseline(baseline)
+    return baseline
+
+
 def _execute(
     loaded: LoadedConfig,
     dataset: Dataset,
@@ -373,6 +399,8 @@ def _execute(
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
     shared_dir: Path | None = None,
+    baseline: Path | None = None,
+    fail_on_regression: bool = False,
     allow_unenforced_network: bool = False,
     exit_first: bool = False,
     rerun_of: Path | None = None,
@@ -399,6 +427,7 @@ def _execute(
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
         shared_dir=shared_dir,
+        baseline=baseline,
         allow_unenforced_network=allow_unenforced_network,
         exit_first=exit_first,
         rerun_of=rerun_of,
@@ -410,7 +439,9 @@ def _execute(
     result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
     drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
-    exit_code = (score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
+    compared = outcome.comparison
+    exit_code = ((score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
+                 or (compared.exit_code(fail_on_regression) if compared is not None else 0))
     if drifted:
         click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
                    f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
@@ -419,6 +450,8 @@ def _execute(
                                     "interrupted": result.interrupted}
         if score is not None:
             document["score"] = score.to_json()
+        if compared is not None:
+            document["comparison"] = compared.to_json(fail_on_regression)
         click.echo(json.dumps(document, indent=2, default=str))
         sys.exit(outcome.interrupted_exit or exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
@@ -433,7 +466,16 @@ def _execute(
         click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
         sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
     _print_score(score)
+    if compared is not None and not verbosity.quiet():
+        for line in _comparison_lines(compared):
+            click.echo(line)
     sys.exit(exit_code)
+
+
+def _comparison_lines(result: Any) -> list[str]:
+    from agent_eval_sandbox.compare.text import comparison_lines
+
+    return [*comparison_lines(result.comparison), f"  comparison: {result.comparison_path}"]
 
 
 def _print_score(score: Any) -> None:
@@ -488,6 +530,41 @@ def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     from agent_eval_sandbox.report.build import build_reports
 
     _finish_with_score(build_reports(_run_arg(run_dir), junit_fail_on_judge=junit_fail_on_judge), as_json)
+
+
+@cli.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="eval.yaml whose pairwise judge compares the outputs (default: the one RUN_A recorded).")
+@click.option("--offline", is_flag=True,
+              help="Play the pairwise judge's model from pairwise_script.yaml beside eval.yaml: no key, no network.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
+              help="Significance level of the paired test.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a judge regressed against the baseline.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def compare(run_a: Path, run_b: Path, config_path: Path | None, offline: bool, alpha: float,
+            fail_on_regression: bool, as_json: bool) -> None:
+    """Compare RUN_A (the run under test) with RUN_B (its baseline), judge by judge.
+
+    Per-judge deltas (RUN_A - RUN_B) with a paired test over the cases both ran, and the
+    `pairwise` judge when eval.yaml has one. Writes comparison.json into RUN_A and adds the
+    comparison to its report.html. Exit 0; with --fail-on-regression, 1 when a judge regressed.
+    """
+    from agent_eval_sandbox.app.compare import compare_runs, online_endpoint
+    from agent_eval_sandbox.runner.model_access import OfflineModels
+
+    result = compare_runs(
+        run_a, run_b, config_path=config_path, alpha=alpha,
+        endpoint=(lambda loaded: OfflineModels(loaded).pairwise_endpoint()) if offline else online_endpoint,
+        parallelism=1 if offline else 4, echo=None if as_json else (lambda line: click.echo(line, err=True)))
+    if as_json:
+        click.echo(json.dumps(result.to_json(fail_on_regression), indent=2, default=str))
+    else:
+        for line in _comparison_lines(result):
+            click.echo(line)
+    sys.exit(result.exit_code(fail_on_regression))
 
 
 @cli.command("compile-handlers")

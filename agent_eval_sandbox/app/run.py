@@ -2,7 +2,8 @@
 
     plan (cli) → image → run directory → stage the project → before_all
       → every case through runner/case.py, `parallelism` at once (runner/schedule.py)
-      → run_result.json → before_scoring → judges and reports (app/score.py) → after_all
+      → run_result.json → before_scoring → judges and reports (app/score.py)
+      → with --baseline, the comparison (app/compare.py) → after_all
 
 Ctrl-C or SIGTERM once the run directory exists removes the run's sandboxes
 (sandbox/teardown.py); whatever had finished is recorded — run_result.json with
@@ -25,6 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.compare import CompareResult, compare_runs
 from agent_eval_sandbox.app.rerun import ResumePlan, fingerprint
 from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import Dataset
@@ -83,6 +85,7 @@ class RunRequest:
     rebuild_image: bool = False
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
+    baseline: Path | None = None  # a judged run to compare this one with, once judged (app/compare.py)
     junit_fail_on_judge: bool = False
     exit_first: bool = False  # -x: no case starts after one that did not complete
     rerun_of: Path | None = None  # --rerun-failed: the run whose failures this one runs again
@@ -101,6 +104,7 @@ class RunOutcome:
     statuses: list[CaseStatus] = field(default_factory=list)
     score: ScoreResult | None = None  # None when interrupted: the cases ran, judging did not
     interrupted_exit: int | None = None  # 130/143 when Ctrl-C/SIGTERM stopped the cases
+    comparison: CompareResult | None = None  # with a baseline, once judged
 
 
 # Makes the image the sandboxes run: (the `sandbox:` image settings, rebuild, console) -> the image.
@@ -160,6 +164,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     result: RunResult | None = None
     scheduled = Scheduled([])
     cancelled = threading.Event()  # set by Ctrl-C/SIGTERM before anything else: no case starts after it
+    score: ScoreResult | None = None
+    comparison: CompareResult | None = None
     try:
         # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
         with run_scope(backend, request.run_id, cancelled):
@@ -179,7 +185,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                     scheduled = run_cases(ctx, request.invocations, statuses, exit_first=request.exit_first)
                 _write_hook_outputs(run_dir, before_all.outputs, [*_kept_ids(request), *request.invocations])
                 result = _record(request, run_dir, scheduled, claude_version, started)
-                score = None if scheduled.interrupted_by else _score(request, run_dir, hooks, models, err_console)
+                if not scheduled.interrupted_by:
+                    score, comparison = _score(request, run_dir, hooks, models, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
         if result is None:  # stopped before the cases were recorded (staging, before_all): record that
             _record(request, run_dir, Scheduled(scheduled.outcomes, exc), claude_version, started)
@@ -189,7 +196,7 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
         models.close()
         shutil.rmtree(staging, ignore_errors=True)
     return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score,
-                      interrupted_exit=scheduled.exit_code)
+                      interrupted_exit=scheduled.exit_code, comparison=comparison)
 
 
 def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_version: str,
@@ -332,14 +339,24 @@ def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: l
 
 
 def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: ModelAccess,
-           err_console: Console) -> ScoreResult:
-    """before_scoring hooks, the judges, before_report hooks, the reports."""
+           err_console: Console) -> tuple[ScoreResult, CompareResult | None]:
+    """before_scoring hooks, the judges, the comparison with the baseline, before_report hooks, the reports."""
     config = request.loaded.config
+
+    def echo(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False)
+
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
-                          echo=lambda line: err_console.print(line, highlight=False, markup=False),
-                          junit_fail_on_judge=request.junit_fail_on_judge)
+                          echo=echo, junit_fail_on_judge=request.junit_fail_on_judge)
+    comparison = None
+    if request.baseline is not None:
+        comparison = compare_runs(run_dir.root, request.baseline, config_path=request.loaded.path,
+                                  endpoint=lambda _loaded: models.pairwise_endpoint(),
+                                  parallelism=models.judge_parallelism, echo=echo,
+                                  junit_fail_on_judge=request.junit_fail_on_judge)
+        score = comparison.score
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
@@ -352,7 +369,7 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
         logged = log_run(run_dir, config.mlflow, eval_name=config.name, environ=os.environ, warn=_warner(err_console))
         if logged:
             log.info("MLflow run %s", logged)
-    return score
+    return score, comparison
 
 
 def _aggregate_epochs(run_dir: RunDir, epochs: int, err_console: Console) -> None:

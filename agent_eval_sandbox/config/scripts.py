@@ -14,7 +14,10 @@ MODEL_SCRIPT = "model_script.yaml"
 HOOK_SCRIPT = "hook_script.yaml"
 # The LLM judges: beside eval.yaml, consumed one request at a time in case order.
 JUDGE_SCRIPT = "judge_script.yaml"
-ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT})
+# The pairwise judge of a baseline comparison: beside eval.yaml, consumed one request at a time,
+# two per case (the run shown first, then the baseline), in case order.
+PAIRWISE_SCRIPT = "pairwise_script.yaml"
+ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT, PAIRWISE_SCRIPT})
 
 
 def model_script_path(case_dirs: list[Path], dataset_dir: Path, *, batch: bool) -> Path:
@@ -28,3 +31,7 @@ def hook_script_path(case_dir: Path | None, eval_dir: Path) -> Path | None:
 
 def judge_script_path(eval_dir: Path) -> Path:
     return eval_dir / JUDGE_SCRIPT
+
+
+def pairwise_script_path(eval_dir: Path) -> Path:
+    return eval_dir / PAIRWISE_SCRIPT

@@ -33,6 +33,7 @@ SUMMARY_YAML = "summary.yaml"
 SUMMARY_JSON = "summary.json"
 REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
+COMPARISON_JSON = "comparison.json"
 CASE_ORDER = "case_order.yaml"
 CASES_DIR = "cases"
 LATEST = "latest"  # beside the runs of an eval: a link to the one started last (rundir/latest.py)
@@ -51,6 +52,7 @@ GATEWAY_LOG = "gateway.jsonl"
 TOOL_DECISIONS = "tool_decisions.jsonl"
 CASSETTE = "cassette.jsonl"
 REPLAY_DIFF = "replay_diff.txt"
+REWARD_JSON = "reward.json"
 CASE_RESULT = RUN_RESULT
 CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # Every name the tool gives a case's own files; everything else in a case directory was collected
@@ -60,7 +62,7 @@ CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # A name added above belongs here.
 CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
                 MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
-                REPLAY_DIFF)
+                REPLAY_DIFF, REWARD_JSON)
 CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Files that are a run's, never a case's: a case id must not shadow them.
@@ -178,6 +180,11 @@ class CaseDir:
         return self.path / CASE_HOOK_OUTPUTS
 
     @property
+    def reward(self) -> Path:
+        """The case's reward as the reference's Harbor verifier writes it (`reward:` in eval.yaml)."""
+        return self.path / REWARD_JSON
+
+    @property
     def result(self) -> Path:
         return self.path / CASE_RESULT
 
@@ -237,6 +244,11 @@ class RunDir:
     @property
     def junit_xml(self) -> Path:
         return self.root / JUNIT_XML
+
+    @property
+    def comparison_json(self) -> Path:
+        """The run's comparison with a baseline run (`compare`, `run --baseline`)."""
+        return self.root / COMPARISON_JSON
 
     @property
     def epochs_yaml(self) -> Path:

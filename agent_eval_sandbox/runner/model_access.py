@@ -18,7 +18,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from agent_eval_sandbox.config import scripts
@@ -71,6 +71,10 @@ class ModelAccess(ABC):
     @abstractmethod
     def judge_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
         """Where LLM judges call (None: the SDK's own environment)."""
+
+    def pairwise_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
+        """Where the pairwise judge of a baseline comparison calls (None: the SDK's own environment)."""
+        return nullcontext(None)
 
     def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
         """What the user should know about these models for this plan; raises UserError when it cannot run."""
@@ -161,21 +165,27 @@ class OfflineModels(ModelAccess):
             finally:
                 answerer.close()
 
-    @contextmanager
-    def judge_endpoint(self) -> Iterator[ModelEndpoint | None]:
-        path = scripts.judge_script_path(self._loaded.root)
-        if path.is_file():
-            script = load_script(path)
-            if script.advance is not Advance.PER_REQUEST:
-                script = script.model_copy(update={"advance": Advance.PER_REQUEST})
-        else:
-            script = parse_script(
-                [{"error": {"status": 400, "message": f"offline run: no {scripts.JUDGE_SCRIPT} beside eval.yaml "
-                                                     "scripts the judge model"}}],
-                source=f"(no {scripts.JUDGE_SCRIPT})",
-            )
-        with ScriptedModelServer(script) as server:
-            yield ModelEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
+    def judge_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
+        return scripted_endpoint(scripts.judge_script_path(self._loaded.root), "the judge model")
+
+    def pairwise_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
+        return scripted_endpoint(scripts.pairwise_script_path(self._loaded.root), "the pairwise judge's model")
+
+
+@contextmanager
+def scripted_endpoint(path: Path, what: str) -> Iterator[ModelEndpoint | None]:
+    """A scripted judge model: the script at `path`, one step per request; without it, an error for each."""
+    if path.is_file():
+        script = load_script(path)
+        if script.advance is not Advance.PER_REQUEST:
+            script = script.model_copy(update={"advance": Advance.PER_REQUEST})
+    else:
+        script = parse_script(
+            [{"error": {"status": 400, "message": f"offline run: no {path.name} beside eval.yaml scripts {what}"}}],
+            source=f"(no {path.name})",
+        )
+    with ScriptedModelServer(script) as server:
+        yield ModelEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
 
 
 class ReplayModels(OfflineModels):
