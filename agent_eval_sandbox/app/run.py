@@ -257,7 +257,7 @@ def _backend(request: RunRequest, err_console: Console,
     sandbox = request.loaded.config.sandbox
     backend = given if given is not None else backend_for(
         sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
-    log.info("sandbox backend: %s%s", request.loaded.config.sandbox.backend,
+    log.debug("sandbox backend: %s%s", request.loaded.config.sandbox.backend,
              f", runtime {sandbox.runtime}" if sandbox.runtime else "")
     host = backend.host_paths(request.shared_dir, request.runs_base)
     log.info("removing the sandboxes of dead runs, if any")
