@@ -260,7 +260,6 @@ def _backend(request: RunRequest, err_console: Console,
     log.debug("sandbox backend: %s%s", request.loaded.config.sandbox.backend,
              f", runtime {sandbox.runtime}" if sandbox.runtime else "")
     host = backend.host_paths(request.shared_dir, request.runs_base)
-    log.info("removing the sandboxes of dead runs, if any")
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:

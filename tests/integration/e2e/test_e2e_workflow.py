@@ -196,7 +196,7 @@ def test_quiet_prints_the_verdict_line_only_and_verbose_each_stage(tmp_path: Pat
     assert loud.returncode == 0, loud.stderr
     # progress before the first case, in order, then each stage of the case
     said = loud.stderr
-    steps = ["removing the sandboxes of dead runs", "sandbox image: checking", "sandbox image: agent-eval-sandbox",
+    steps = ["sandbox image: checking", "sandbox image: agent-eval-sandbox",
              "checking that the sandboxes can mount", "staging the project", "running 1 case(s)",
              "debug: case 001-shopping: starting", "debug: case 001-shopping: running",
              "debug: case 001-shopping: collecting"]
