@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.agent_judging import JudgeSandboxes
 from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -35,7 +36,7 @@ from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.display import ProgressDisplay
-from agent_eval_sandbox.runner.model_access import ModelAccess, model_access
+from agent_eval_sandbox.runner.model_access import model_access
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.repo_history import commit_snapshot, project_files
 from agent_eval_sandbox.runner.schedule import run_cases
@@ -135,7 +136,9 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
             result = RunResult.from_outcomes(outcomes, mode=config.execution.mode, model=settings.model,
                                              wall_clock_s=time.time() - started, agent_version=claude_version)
             write_json(run_dir.run_result, result.to_data())
-            score = _score(request, run_dir, hooks, models, err_console)
+            sandboxes = JudgeSandboxes(backend=backend, image_ref=image.ref, models=models,
+                                       parallelism=settings.judge_sandboxes)
+            score = _score(request, run_dir, hooks, sandboxes, err_console)
     finally:
         gateway.close()
         models.close()
@@ -223,13 +226,17 @@ def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: l
     write_hook_outputs(run_dir.hook_outputs, {"before_all": dict(before_all.data), "cases": cases})
 
 
-def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: ModelAccess,
+def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, sandboxes: JudgeSandboxes,
            err_console: Console) -> ScoreResult:
-    """before_scoring hooks, the judges, before_report hooks, the reports."""
+    """before_scoring hooks, the judges (agent judges in the run's backend, on its image and models),
+    before_report hooks, the reports."""
     config = request.loaded.config
+    models = sandboxes.models
+    assert models is not None
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
+                          offline=models.offline, sandboxes=sandboxes,
                           echo=lambda line: err_console.print(line, highlight=False, markup=False))
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
