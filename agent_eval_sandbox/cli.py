@@ -318,7 +318,8 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="eval.yaml to judge with (default: the one the run recorded).")
-@click.option("--samples", type=click.IntRange(min=1), help="Samples per LLM and agent judge (overrides each judge's samples).")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Samples per LLM and agent judge (overrides each judge's samples).")
 @click.option("--judge-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds one judge may take on one case.")
 @click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True,
