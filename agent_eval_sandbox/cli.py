@@ -21,18 +21,17 @@ from typing import Any
 import click
 
 from agent_eval_sandbox import __version__
-from agent_eval_sandbox.app.validate import load_checked
-from agent_eval_sandbox.config.dataset import Dataset, load_dataset
+from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
+from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import (
     CliOverrides,
     RunSettings,
     require_runnable,
-    resolve_run_settings,
 )
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.interception import compile_handlers
-from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
+from agent_eval_sandbox.runner.plan import Invocation
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -78,11 +77,12 @@ def load_with_warnings(eval_yaml: Path) -> LoadedConfig:
     return loaded
 
 
-def load_dataset_with_warnings(loaded: LoadedConfig) -> Dataset:
-    dataset = load_dataset(loaded)
-    for warning in dataset.warnings:
-        _warn(warning)
-    return dataset
+def check_eval(eval_yaml: Path, overrides: CliOverrides, *, offline: bool,
+               claude_version: str | None = None) -> CheckedEval:
+    return checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn)
+
+
+STRICT_HELP = "Refuse the eval (exit 2) if it has any warning: what CI should use."
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -124,16 +124,20 @@ def _summary_lines(loaded: LoadedConfig, dataset: Dataset, invocations: list[Inv
 
 @cli.command()
 @click.argument("eval_yaml", default="eval.yaml", type=click.Path(path_type=Path))
+@click.option("--offline", is_flag=True,
+              help="Also parse every script an offline run uses (model, hook and judge scripts).")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 @handle_errors
-def validate(eval_yaml: Path) -> None:
+def validate(eval_yaml: Path, offline: bool, strict: bool) -> None:
     """Check EVAL_YAML (default ./eval.yaml) and its dataset without running anything."""
-    loaded = load_with_warnings(eval_yaml)
-    dataset = load_dataset_with_warnings(loaded)
-    settings = resolve_run_settings(loaded.config, CliOverrides(), num_cases=len(dataset.cases))
-    invocations = plan_invocations(loaded.config, dataset.cases, settings, eval_file=loaded.path)
-    handlers = compile_handlers(loaded)
-    for line in _summary_lines(loaded, dataset, invocations):
+    checked = check_eval(eval_yaml, CliOverrides(), offline=offline)
+    handlers = compile_handlers(checked.loaded)
+    if strict:
+        refuse_warnings(checked.warnings)
+    for line in _summary_lines(checked.loaded, checked.dataset, checked.invocations):
         click.echo(line)
+    for line in checked.preflight.checked:
+        click.echo(f"  checked:    {line}")
     if handlers is not None:
         click.echo(f"  interception: {len(handlers.handlers)} handler(s), hook model {handlers.hook_model}")
 
@@ -182,6 +186,7 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--strict", is_flag=True, help=STRICT_HELP)
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -200,13 +205,12 @@ def run(
     claude_version: str | None,
     rebuild_image: bool,
     as_json: bool,
+    strict: bool,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
     if offline and replay is not None:
         raise UserError("--offline and --replay are exclusive",
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
-    loaded = load_with_warnings(eval_yaml)
-    dataset = load_dataset_with_warnings(loaded)
     overrides = CliOverrides(
         timeout=timeout,
         max_budget=max_budget,
@@ -215,8 +219,10 @@ def run(
         model=model,
         subagent_model=subagent_model,
     )
-    settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
-    invocations = plan_invocations(loaded.config, dataset.cases, settings, eval_file=loaded.path)
+    checked = check_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version)
+    loaded, dataset, settings, invocations = checked.loaded, checked.dataset, checked.settings, checked.invocations
+    if strict:
+        refuse_warnings(checked.warnings)
     if not dry_run:
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,

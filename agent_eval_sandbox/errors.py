@@ -55,6 +55,10 @@ class DatasetError(UserError):
         super().__init__(f"{self.file}: {message}" if self.file else message, fix=fix)
 
 
+class StrictModeError(UserError):
+    """`--strict` and the eval has warnings."""
+
+
 class TemplateError(UserError):
     """A template could not be rendered for a case."""
 

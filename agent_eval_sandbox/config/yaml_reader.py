@@ -11,6 +11,7 @@ other code sees the data.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,91 @@ def read_yaml_mapping(path: Path, *, what: str = "file", **caps: int) -> dict[st
     if bad_keys:
         raise YamlReadError(path, f"{what} keys must be strings (found {bad_keys[0]!r})", fix="quote the key")
     return data
+
+
+@dataclass(frozen=True)
+class DuplicateKey:
+    """A mapping key written twice: YAML loaders (PyYAML, json) silently keep the last value."""
+
+    key: str
+    where: str  # the mapping's place in the document, e.g. "execution" or "judges[1]" ("" at the top)
+    line: int  # 1-based line of the repeated key
+    first_line: int  # 1-based line of its first occurrence (0 when unknown, as in JSON)
+
+    def describe(self) -> str:
+        place = f"{self.where}.{self.key}" if self.where else self.key
+        lines = f" (lines {self.first_line} and {self.line})" if self.first_line else ""
+        return f"key '{place}' is written twice{lines}; only the last value counts"
+
+
+def _index(where: str, index: int) -> str:
+    return f"{where}[{index}]" if where else f"[{index}]"
+
+
+def _child(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _yaml_duplicates(root: yaml.Node | None) -> list[DuplicateKey]:
+    """Walk the composed node graph depth-first in document order (an alias is the node of its
+    anchor, visited once, where the anchor is written)."""
+    found: list[DuplicateKey] = []
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children: list[tuple[yaml.Node, str]] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = [(item, _index(where, i)) for i, item in enumerate(node.value)]
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    ident = (key_node.tag, key_node.value)
+                    line = key_node.start_mark.line + 1
+                    if ident in first:
+                        found.append(DuplicateKey(key_node.value, where, line, first[ident]))
+                    else:
+                        first[ident] = line
+                    children.append((value_node, _child(where, str(key_node.value))))
+                else:
+                    children.append((value_node, where))
+        stack.extend(reversed(children))
+    return sorted(found, key=lambda d: d.line)
+
+
+def _json_duplicates(text: str) -> list[DuplicateKey]:
+    found: list[DuplicateKey] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys: set[str] = set()
+        for key, _ in items:
+            if key in keys:
+                found.append(DuplicateKey(key, "", 0, 0))
+            keys.add(key)
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return found
+
+
+def find_duplicate_keys(path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[DuplicateKey]:
+    """Keys written twice in one mapping of a YAML or JSON file.
+
+    A lint over a file the readers above accept: unreadable or malformed files
+    are reported by them, so here they have no duplicates.
+    """
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            return []
+        text = raw.decode("utf-8")
+        if path.suffix == ".json":
+            return _json_duplicates(text) if text.strip() else []
+        return _yaml_duplicates(yaml.compose(text, Loader=yaml.SafeLoader))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError):
+        return []

@@ -20,6 +20,7 @@ the same answer), or the count of requests served so far
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Mapping
 from pathlib import Path
@@ -123,6 +124,66 @@ def _where(loc: tuple[Any, ...]) -> str:
     return text
 
 
+def _keys_at(loc: tuple[Any, ...]) -> tuple[str, ...]:
+    """The keys allowed in the mapping at `loc` (the place of an unknown key)."""
+    if not loc:
+        return ("steps", "advance")
+    if len(loc) >= 3 and loc[-2] == "tool_calls":
+        return tuple(ToolCall.model_fields)
+    models: dict[str, type[BaseModel]] = {"error": ErrorSpec, "usage": Usage}
+    return tuple(models.get(str(loc[-1]), Step).model_fields)
+
+
+def _field(loc: tuple[Any, ...]) -> str | None:
+    """`steps[1].input (step 2)`: the index as the file has it, and the step as a person counts."""
+    where = _where(loc)
+    if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+        return f"{where} (step {loc[1] + 1})"
+    return where or None
+
+
+_PHRASES = (("Value error, ", ""), ("Input should be ", "must be "), ("greater than or equal to", "at least"),
+            ("less than or equal to", "at most"), ("a valid integer", "a whole number"), ("a valid number", "a number"),
+            ("a valid ", "a "))
+
+
+def _plain(message: str) -> str:
+    """pydantic's wording, as a person would say it ("Input should be a valid string" -> "must be a string")."""
+    for phrase, plain in _PHRASES:
+        message = message.replace(phrase, plain)
+    return message.split(", unable to parse")[0]  # the value is shown anyway
+
+
+def _script_error(exc: ValidationError, source: Path | str) -> ConfigError:
+    """The first problem as one line: the file, the step (index and number), the key, the fix."""
+    errors = exc.errors(include_url=False)
+    # A misspelt key also leaves its right spelling "missing": the typo is the cause to name.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = tuple(first["loc"])
+    if first["type"] == "extra_forbidden":
+        key, loc = str(loc[-1]), loc[:-1]
+        allowed = _keys_at(loc)
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return ConfigError(f"unknown key {key!r}{hint}", file=source, field=_field(loc),
+                           fix=f"the keys here are {', '.join(allowed)}")
+    in_step = len(loc) >= 2 and loc[0] == "steps"
+    fix = "fix that step of the script" if in_step else "fix the script"
+    if first["type"] == "missing":
+        return ConfigError(f"{loc[-1]!r} is required", file=source, field=_field(loc[:-1]), fix=fix)
+    if first["type"] in ("dict_type", "model_type"):
+        message = "must be a mapping of keys to values"
+        if in_step and len(loc) == 2:
+            fix = "write a step as `- text: ...`, `- tool: NAME` (with `input:`), `- tool_calls: [...]` or `- error:`"
+    else:
+        message = _plain(first["msg"])
+    if first["type"] != "value_error":  # our own checks' messages say what is wrong already
+        got = first.get("input")
+        shown = "a mapping" if isinstance(got, dict) else "a list" if isinstance(got, list) else repr(got)
+        message += f" (got {shown})"
+    return ConfigError(message, file=source, field=_field(loc), fix=fix)
+
+
 def parse_script(data: Any, source: Path | str = "<inline script>") -> Script:
     """Validate script data (a list of steps or a mapping); errors name source and step."""
     if isinstance(data, list):
@@ -136,14 +197,7 @@ def parse_script(data: Any, source: Path | str = "<inline script>") -> Script:
     try:
         return Script.model_validate({**data, "source": str(source)})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        message = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            message = f"unknown key {first['loc'][-1]!r}"
-            first = {**first, "loc": first["loc"][:-1]}
-        raise ConfigError(
-            message, file=source, field=_where(first["loc"]) or None, fix="fix that step of the script"
-        ) from exc
+        raise _script_error(exc, source) from exc
 
 
 def load_script(path: Path | str) -> Script:

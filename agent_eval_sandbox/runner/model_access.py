@@ -206,14 +206,6 @@ class OfflineModels(ModelAccess):
         with ScriptedModelServer(load_script(path)) as server:
             yield server.url
 
-    def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
-        missing = [inv.id for inv in invocations if not self._model_script_path(inv).is_file()]
-        if not missing:
-            return []
-        more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
-        return [f"--offline: no {scripts.MODEL_SCRIPT} for {', '.join(missing[:5])}{more}; "
-                "the scripted model only answers with a note"]
-
 
 class ReplayModels(OfflineModels):
     """Offline, with each case's agent model served from its cassette in a recorded run."""

@@ -40,17 +40,21 @@ def test_several_tool_calls_and_leading_text():
 @pytest.mark.parametrize(
     ("steps", "field", "words"),
     [
-        ([{"text": "ok"}, {"tool": "Bash", "imput": {}}], "steps[1]", "unknown key 'imput'"),
-        ([{"text": "ok"}, {}], "steps[1]", "a step needs"),
-        ([{"tool": "Bash", "tool_calls": [{"tool": "Read"}]}], "steps[0]", "not both"),
-        ([{"text": "x", "input": {"a": 1}}], "steps[0]", "add `tool: NAME`"),
-        ([{"text": "x", "error": {"status": 500}}], "steps[0]", "error only"),
-        ([{"error": {"message": "no status"}}], "steps[0].error", "needs a `status`"),
-        ([{"error": {"type": "made_up"}}], "steps[0].error", "unknown error type"),
-        ([{"text": "x"}, {"text": "y"}, {"tool": "Bash", "input": "ls"}], "steps[2].input", "dictionary"),
-        ([{"text": "x", "usage": {"input_tokens": -1}}], "steps[0].usage.input_tokens", "greater than or equal"),
-        ([{"text": "x", "usage": {"input_token": 5}}], "steps[0].usage", "unknown key 'input_token'"),
-        ([{"text": "x", "usage": {"cache_creation_1h_input_tokens": 5}}], "steps[0].usage", "cannot be larger"),
+        ([{"text": "ok"}, {"tool": "Bash", "imput": {}}], "steps[1] (step 2)", "unknown key 'imput' (did you mean 'input'?)"),
+        ([{"text": "ok"}, {}], "steps[1] (step 2)", "a step needs"),
+        ([{"tool": "Bash", "tool_calls": [{"tool": "Read"}]}], "steps[0] (step 1)", "not both"),
+        ([{"text": "x", "input": {"a": 1}}], "steps[0] (step 1)", "add `tool: NAME`"),
+        ([{"text": "x", "error": {"status": 500}}], "steps[0] (step 1)", "error only"),
+        ([{"error": {"message": "no status"}}], "steps[0].error (step 1)", "needs a `status`"),
+        ([{"error": {"type": "made_up"}}], "steps[0].error (step 1)", "unknown error type"),
+        ([{"text": "x"}, {"text": "y"}, {"tool": "Bash", "input": "ls"}], "steps[2].input (step 3)", "must be a mapping of keys to values (got 'ls')"),
+        ([{"text": "x", "usage": {"input_tokens": -1}}], "steps[0].usage.input_tokens (step 1)", "must be at least 0 (got -1)"),
+        ([{"text": "x", "usage": {"input_token": 5}}], "steps[0].usage (step 1)", "unknown key 'input_token' (did you mean 'input_tokens'?)"),
+        ([{"text": "x", "usage": {"cache_creation_1h_input_tokens": 5}}], "steps[0].usage (step 1)", "cannot be larger"),
+        ([{"tool_calls": [{"tool": "Read", "inputs": {}}]}], "steps[0].tool_calls[0] (step 1)",
+         "unknown key 'inputs' (did you mean 'input'?)"),
+        ([{"text": "x", "error": {"stauts": 529}}], "steps[0].error (step 1)", "unknown key 'stauts' (did you mean 'status'?)"),
+        (["just text"], "steps[0] (step 1)", "must be a mapping"),
     ],
 )
 def test_a_bad_step_is_one_error_naming_file_and_step(steps, field, words):
@@ -59,6 +63,16 @@ def test_a_bad_step_is_one_error_naming_file_and_step(steps, field, words):
     assert caught.value.file == "case-1/script.yaml"
     assert caught.value.field == field
     assert words in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [({"stesp": [{"text": "x"}]}, "unknown key 'stesp' (did you mean 'steps'?)"), ({"advance": "per_turn"}, "'steps' is required")],
+)
+def test_a_bad_script_mapping_names_the_key(data, words):
+    with pytest.raises(ConfigError) as caught:
+        parse_script(data, source="s.yaml")
+    assert words in caught.value.message and caught.value.field is None
 
 
 def test_a_script_that_is_not_a_list_is_rejected():
@@ -71,7 +85,7 @@ def test_load_script_names_the_file(tmp_path):
     path.write_text("- text: fine\n- tool: Bash\n  input: {command: ls}\n  delay_s: -1\n")
     with pytest.raises(ConfigError) as caught:
         load_script(path)
-    assert str(path) in str(caught.value) and "steps[1].delay_s" in str(caught.value)
+    assert str(path) in str(caught.value) and "steps[1].delay_s (step 2)" in str(caught.value)
     assert load_script(_write(tmp_path / "ok.yaml", "- text: hi\n")).source == str(tmp_path / "ok.yaml")
 
 

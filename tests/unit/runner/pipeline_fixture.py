@@ -55,6 +55,7 @@ class Project:
 
     def eval_yaml(self, extra: str = "", *, execution: str = "") -> Path:
         """A skill eval whose cases get seed.txt and whose `out/` is collected; `extra` is more top-level YAML."""
+        self.write(".claude/skills/scribe/SKILL.md", "---\nname: scribe\ndescription: writes files\n---\nDo it.\n")
         return self.write("eval.yaml", f"""
 name: fake-run
 execution: {{skill: scribe, arguments: "{{task}}", timeout: 60, max_budget_usd: 5{execution}}}
