@@ -64,7 +64,7 @@ def _project(project) -> None:
             llm_rubric: "Rate it."
             score_range: [1, 5]
             if: "'hello' in outputs.get('out_content', '')"
-            agent: {allowed_tools: [Bash], timeout: 120, max_budget_usd: 0.05}
+            agent: {allowed_tools: [Bash], timeout: 120, max_budget_usd: 0.5}
           - name: slow
             llm_rubric: "Rate it."
             score_range: [1, 5]
@@ -87,14 +87,14 @@ def _project(project) -> None:
                                                    {"text": "done"}])
     # A verdict on disk first, then a turn that costs far more than the judge's budget, then more work.
     _write(scripts / "spendthrift.yaml", [
-        {"tool": "Bash", "input": {"command": "echo '{\"score\": 5, \"rationale\": \"x\"}' > output/score.json"},
-         "usage": {"input_tokens": 5_000_000, "output_tokens": 10}},
+        {"tool": "Bash", "input": {"command": "echo '{\"score\": 5, \"rationale\": \"x\"}' > output/score.json"}},
+        {"tool": "Bash", "input": {"command": "true"}, "usage": {"input_tokens": 5_000_000, "output_tokens": 10}},
         {"tool": "Bash", "input": {"command": "true"}},
         {"text": "done"},
     ])
     _write(scripts / "slow.yaml", [
         {"tool": "Bash", "input": {"command": "echo '{\"score\": 5, \"rationale\": \"x\"}' > output/score.json"}},
-        {"tool": "Bash", "input": {"command": "sleep 300", "timeout": 600000}},
+        {"tool": "Bash", "input": {"command": "python3 -c 'import time; time.sleep(300)'", "timeout": 600000}},
         {"text": "done"},
     ])
 
