@@ -184,7 +184,8 @@ def stray_tasks() -> set[str]:
     listed = subprocess.run(["ctr", "--address", address, "-n", "moby", "tasks", "ls", "-q"],
                             capture_output=True, text=True, check=False, timeout=30)
     assert listed.returncode == 0, f"ctr cannot list containerd's tasks: {listed.stderr.strip()}"
-    known = {c.id for c in docker.from_env().containers.list(all=True)}
+    # sparse: no inspect per container, which fails when another run's container goes in between.
+    known = {c.id for c in docker.from_env().containers.list(all=True, sparse=True)}
     return set(listed.stdout.split()) - known
 
 
