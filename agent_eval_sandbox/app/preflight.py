@@ -136,7 +136,7 @@ def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: 
         if path is not None and path.is_file():
             _check_script(path, f"{path.name} beside {loaded.path.name}", result)
             checked += 1
-    checked += _check_agent_judge_scripts(loaded, invocations, result)
+    checked += _check_agent_judge_scripts(loaded, invocations, result, claude_version=claude_version)
     result.checked.append(f"offline scripts: {checked} parsed")
     if missing:
         more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
@@ -148,7 +148,8 @@ def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: 
                                f"({', '.join(llm_judges)}) get an error instead of a verdict")
 
 
-def _check_agent_judge_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: Preflight) -> int:
+def _check_agent_judge_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: Preflight, *,
+                               claude_version: str) -> int:
     """The script of every agent judge sample on every case (judge_scripts/), each file parsed once; a
     sample with none is a warning (offline, it becomes that judge's error on that case)."""
     judges = [j for j in loaded.config.judges if j.agent is not None]
@@ -162,7 +163,10 @@ def _check_agent_judge_scripts(loaded: LoadedConfig, invocations: list[Invocatio
                     if path is None:
                         unplayed.append(f"{judge.name} on {case.id}" + (f" (sample {sample})" if sample > 1 else ""))
                     elif path not in parsed:
-                        _check_script(path, f"agent judge '{judge.name}'", result)
+                        label = f"agent judge '{judge.name}'"
+                        script = _check_script(path, label, result)
+                        if claude_version == MEASURED_VERSION:  # its agent is the real CLI too
+                            result.warnings += unknown_tool_warnings(script, label)
                         parsed.add(path)
     if unplayed:
         more = f" (+{len(unplayed) - 5})" if len(unplayed) > 5 else ""

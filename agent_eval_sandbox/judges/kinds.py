@@ -7,7 +7,8 @@ A kind turns its `judges[]` entry into something that scores one case's
 `outputs` record: python judge code (check snippets, module/function, python
 builtins) runs in the worker processes under a time limit; LLM judges (prompts
 and `.md` builtins) call the judge model; agent judges run `claude -p` in
-sandboxes of their own (`JudgeServices.agents`, judges/agent.py). What every
+sandboxes of their own, planned here (`AgentJudge.jobs`) and run by
+app/agent_judging.py. What every
 kind shares — the `if` condition, a judge that cannot run on any case — is
 `Judge.precheck`, before the kind's own `_score`. Whatever a judge does on a
 case becomes a result, never an exception.
@@ -57,10 +58,6 @@ class JudgeSetup:
     samples: int | None = None  # overrides every LLM judge's `samples`
 
 
-# Runs one sample of an agent judge in a sandbox of its own (runner/judge_agent.py); never raises.
-AgentRunner = Callable[[AgentJudgeJob], AgentRunOutput]
-
-
 @dataclass(frozen=True)
 class JudgeServices:
     """What scoring needs at run time, shared by every judge and case."""
@@ -68,7 +65,6 @@ class JudgeServices:
     pool: WorkerPool
     models: ModelJudge
     timeout_s: float
-    agents: AgentRunner | None = None  # None: no sandboxes for agent judges (they error)
 
 
 Outcome = tuple[CaseResult, list[Sample]]
@@ -232,13 +228,8 @@ class AgentJudge(Judge):
         return reduce_samples(self.judge_type, samples), samples
 
     def _score(self, record: dict[str, Any], outputs_json: bytes, services: JudgeServices) -> Outcome:
-        if services.agents is None:
-            return CaseResult.errored(self.judge_type, "agent judges run in sandboxes, and this scoring has none"), []
-        case_dir = Path(record["case_dir"])
-        planned = self.jobs(record, case_dir.name, case_dir)
-        if not isinstance(planned, list):
-            return planned
-        return self.conclude([services.agents(job) for job in planned])
+        # Never called by score_run, which plans agent judges (`jobs`) and runs them in sandboxes.
+        return CaseResult.errored(self.judge_type, "an agent judge runs in a sandbox of its own, not in-process"), []
 
 
 class BrokenJudge(Judge):
