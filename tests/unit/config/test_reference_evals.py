@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).parents[2] / "fixtures" / "evals"
 
 # What each fixture is expected to warn about (and nothing else: no "unknown key").
 EXPECTED_WARNINGS = {
-    "everything.yaml": ["'mlflow' (experiment tracking)", "judge 'grounded' uses 'agent'",
+    "everything.yaml": ["'mlflow' (experiment tracking)",
                         "judge 'pairwise' (A/B comparison)", "'reward' (RL reward composition)"],
     "prompt-repo.yaml": ["'reward' (RL reward composition)"],
     "batch.yaml": ["top-level 'skill' is deprecated"],
