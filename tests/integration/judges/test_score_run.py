@@ -46,8 +46,8 @@ thresholds:
 def _run(tmp_path: Path, eval_yaml: str = EVAL) -> Path:
     config = make_project(tmp_path, eval_yaml, {"ok": {"annotations": {"tier": "gold"}}, "plain": {}, "crashed": {}})
     run = make_run(tmp_path, config, {
-        "ok": {"run_result.json": case_result(), "artifacts/report.md": "# Report"},
-        "plain": {"run_result.json": case_result(end_reason="timed_out", exit_code=-1)},
+        "ok": {"run_result.json": case_result(agent_duration_s=10.0), "artifacts/report.md": "# Report"},
+        "plain": {"run_result.json": case_result(end_reason="timed_out", exit_code=-1, agent_duration_s=5.0)},
     })
     result = json.loads((run / "run_result.json").read_text())
     result["per_case"]["crashed"] = {"end_reason": "error", "error": "sandbox vanished"}
@@ -67,10 +67,12 @@ def test_every_case_and_judge_gets_a_verdict(tmp_path: Path) -> None:
     assert per_case["plain"]["needs_tier"].status == "error" and "raised KeyError" in per_case["plain"]["needs_tier"].error
     assert per_case["crashed"]["budget"].value is False
     assert per_case["crashed"]["budget"].rationale.startswith("No cost data available")
-    assert per_case["ok"]["tool_judge"].status == "skipped" and "not implemented" in per_case["ok"]["tool_judge"].rationale
+    # The agent judge has no model here: an error on every case, and no sandbox for a case that never ran.
+    assert per_case["ok"]["tool_judge"].status == "error" and "no model" in per_case["ok"]["tool_judge"].error
+    assert per_case["crashed"]["tool_judge"].status == "error" and "never ran" in per_case["crashed"]["tool_judge"].error
     judges = result.summary.judges
     assert judges["gold_only"].skipped_cases == 2 and judges["needs_tier"].errored_cases == 2
-    assert judges["tool_judge"].status == "SKIP"
+    assert judges["tool_judge"].status == "ERROR"
 
 
 def test_a_failing_threshold_exits_1_and_names_the_threshold(tmp_path: Path) -> None:
@@ -79,7 +81,7 @@ def test_a_failing_threshold_exits_1_and_names_the_threshold(tmp_path: Path) -> 
     assert result.text_lines()[-3:] == [
         "REGRESSIONS: 2 detected",
         "  [has_report] pass_rate: >= 0.5 -> 0.3333",
-        "  [tool_judge] pass_rate: >= 0.5 -> n/a   pass_rate unavailable — judge skipped for all cases or not a boolean judge",
+        "  [tool_judge] pass_rate: >= 0.5 -> n/a   pass_rate unavailable — judge errored on 3 cases; see the per-case rationales",
     ]
 
 
