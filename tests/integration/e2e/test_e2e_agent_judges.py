@@ -5,7 +5,8 @@ judge per behaviour of the output contract: a verdict in output/score.json compu
 the staged outputs with Bash; a verdict only in the final answer (the stdout fallback); nothing
 usable (an error sample); three samples reduced by their median; a verdict written before the
 judge went over its budget, and one written before its timeout (both error samples: an
-unfinished run's verdict does not count). `score` then judges the finished run again.
+unfinished run's verdict does not count). A third case never runs (its before_each hook fails): no agent
+judge starts for it. `score` then judges the finished run again.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def _project(project) -> None:
             score_range: [1, 5]
             if: "'hello' in outputs.get('out_content', '')"
             agent: {allowed_tools: [Bash], timeout: 6}
+        hooks:
+          before_each:
+            - command: 'test "$CASE_ID" != unrun'
     """)
     project.write(".claude/skills/scribe/SKILL.md", SKILL)
     good = [{"tool": "Bash", "input": {"command": "mkdir -p out && printf 'hello\\nhello\\nhello\\n' > out/a.txt"}},
@@ -77,6 +81,7 @@ def _project(project) -> None:
     lazy = [{"tool": "Bash", "input": {"command": "mkdir -p out && echo nothing > out/a.txt"}}, {"text": "meh"}]
     project.case("good", {"task": "write"}, script=good)
     project.case("lazy", {"task": "write"}, script=lazy)
+    project.case("unrun", {"task": "write"}, script=good)  # its before_each hook fails: its agent never runs
     scripts = project.root / "judge_scripts"
     _write(scripts / "grep.yaml", [{"tool": "Bash", "input": {"command": GREP_AND_SCORE}}, {"text": "scored"}])
     _write(scripts / "fallback.yaml", [{"text": 'Looked at it. {"passed": true, "rationale": "a file is there"}'}])
@@ -185,3 +190,12 @@ def test_score_judges_the_finished_run_again_in_new_sandboxes(judged):
     assert "Traceback" not in process.stderr, process.stderr[-3000:]
     assert _per_case(result)["good"]["grep"]["value"] == 3
     assert marker.stat().st_mtime_ns != before
+
+
+def test_a_case_that_never_ran_is_not_judged_by_an_agent(judged):
+    _, result = judged
+    assert result.case_result("unrun")["end_reason"] == "hook_failed"
+    for name in ("grep", "fallback", "mute"):
+        verdict = _per_case(result)["unrun"][name]
+        assert verdict["value"] is None and "never ran" in verdict["error"], verdict
+    assert not (result.case("unrun") / "_judges").exists()
