@@ -1,7 +1,9 @@
 """Command-line interface: `agent-eval-sandbox <command>`.
 
 Every command maps user-caused errors (`UserError`) to one line on stderr and
-exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed".
+exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed (or
+no case completed)", 3 for a bug of ours, 4 for an infrastructure error of a
+case, 130/143 for an interrupted run (`exit_codes.py`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import io
 import json
 import os
 import resource
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -20,7 +23,7 @@ from typing import Any
 
 import click
 
-from agent_eval_sandbox import __version__
+from agent_eval_sandbox import __version__, exit_codes
 from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -33,8 +36,10 @@ from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation
 
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+EXIT_USAGE = exit_codes.USAGE
+EXIT_INTERNAL = exit_codes.INTERNAL
+JUNIT_FAIL_ON_JUDGE_HELP = ("In junit.xml, a failing verdict of a judge without a threshold fails the suite "
+                            "(by default it is reported, not failed).")
 
 
 def _warn(message: str) -> None:
@@ -53,7 +58,7 @@ def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            sys.exit(130)
+            sys.exit(exit_codes.SIGINT)
         except click.exceptions.Exit:
             raise
         except click.ClickException:
@@ -182,11 +187,18 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
+              help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
+              "mounted from the host; default: the temp dir, or in a container the runs dir [AGENT_EVAL_SHARED_DIR].")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
+@click.option("--allow-unenforced-network", is_flag=True,
+              help="Kubernetes: run even if the cluster does not enforce the run's NetworkPolicy (never for "
+              "untrusted skills).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
+@click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -201,11 +213,14 @@ def run(
     record: bool,
     replay: Path | None,
     runs_dir: str | None,
+    shared_dir: Path | None,
     run_id: str | None,
     claude_version: str | None,
     rebuild_image: bool,
+    allow_unenforced_network: bool,
     as_json: bool,
     strict: bool,
+    junit_fail_on_judge: bool,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
     if offline and replay is not None:
@@ -227,7 +242,8 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay)
+                 replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
+                 allow_unenforced_network=allow_unenforced_network)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -257,6 +273,9 @@ def _execute(
     as_json: bool,
     record: bool = False,
     replay: Path | None = None,
+    junit_fail_on_judge: bool = False,
+    shared_dir: Path | None = None,
+    allow_unenforced_network: bool = False,
 ) -> None:
     from rich.console import Console
 
@@ -276,30 +295,37 @@ def _execute(
         rebuild_image=rebuild_image,
         record=record,
         replay=replay,
+        junit_fail_on_judge=junit_fail_on_judge,
+        shared_dir=shared_dir,
+        allow_unenforced_network=allow_unenforced_network,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
     err_console = Console(stderr=True, soft_wrap=True)
     outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
-    score = outcome.score
-    assert score is not None
+    result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
-    drifted = sorted(case for case, reason in outcome.result.end_reasons.items() if reason == "replay_mismatch")
-    exit_code = score.exit_code or (1 if drifted else 0)
+    drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
+    exit_code = (score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
     if drifted:
         click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
                    f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
     if as_json:
-        click.echo(json.dumps({"run_dir": str(outcome.run_dir.root), "run_result": outcome.result.to_data(),
-                               "score": score.to_json()}, indent=2, default=str))
-        sys.exit(exit_code)
+        document: dict[str, Any] = {"run_dir": str(run_dir), "run_result": result.to_data(),
+                                    "interrupted": result.interrupted}
+        if score is not None:
+            document["score"] = score.to_json()
+        click.echo(json.dumps(document, indent=2, default=str))
+        sys.exit(outcome.interrupted_exit or exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
-    result = outcome.result
-    console.print(
-        f"{result.num_cases} case(s), {result.wall_clock_s:.1f}s wall clock, "
-        f"${result.cost_usd:.4f}; results in {outcome.run_dir.root}",
-        highlight=False,
-    )
+    cost = f"${result.cost_usd:.4f}" + (" (scripted: offline run, no model was billed)" if offline else "")
+    console.print(f"{result.num_cases} case(s), {result.wall_clock_s:.1f}s wall clock, {cost}; results in {run_dir}",
+                  highlight=False, markup=False)
+    if outcome.interrupted_exit is not None or score is None:
+        click.echo(f"INTERRUPTED: {result.finished} of {result.planned} cases finished; the run was not judged")
+        click.echo(f"run directory: {run_dir}")
+        click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
+        sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
     _print_score(score)
     sys.exit(exit_code)
 
@@ -333,27 +359,30 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
 @click.option("--offline", is_flag=True,
               help="Script the judges' models: judge_script.yaml (LLM judges), judge_scripts/ (agent judges).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
-          offline: bool, as_json: bool) -> None:
+          offline: bool, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
     result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
                        parallelism=parallelism, offline=offline,
-                       echo=None if as_json else (lambda line: click.echo(line, err=True)))
+                       echo=None if as_json else (lambda line: click.echo(line, err=True)),
+                       junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
-def report(run_dir: Path, as_json: bool) -> None:
+def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
     from agent_eval_sandbox.report.build import build_reports
 
-    _finish_with_score(build_reports(run_dir), as_json)
+    _finish_with_score(build_reports(run_dir, junit_fail_on_judge=junit_fail_on_judge), as_json)
 
 
 @cli.command("compile-handlers")
@@ -398,11 +427,26 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--runtime", help="Build the variant for this container runtime (sandbox.runtime), e.g. a gVisor one.")
 @click.option("--bootstrap-missing-base", is_flag=True,
               help="With no base image and no registry, make one with debootstrap first (as `run` does).")
+@click.option("--controller", is_flag=True,
+              help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
+@click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool) -> None:
-    """Build the sandbox image, unless one of the same inputs exists already."""
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
+                quiet: bool) -> None:
+    """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
+    controller image)."""
     from rich.console import Console
+
+    if controller:
+        from agent_eval_sandbox.sandbox.controller_image import build_controller_image
+
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
+        return
+    if tag:
+        raise click.UsageError("--tag applies to --controller only (the sandbox image is tagged by its inputs)")
 
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
     from agent_eval_sandbox.sandbox.image import (
@@ -416,19 +460,36 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
                                   console=Console(stderr=True))
-    click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
+    if quiet:
+        click.echo(result.ref)
+    else:
+        click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
 
 
 @cli.command()
 @click.option("--all", "remove_all", is_flag=True, help="Remove every object this tool manages, not only orphans.")
-@click.option("--backend", default="docker", show_default=True, help="Sandbox backend.")
+@click.option("--backend", default="docker", show_default=True, help="Sandbox backend (docker or kubernetes).")
+@click.option("--namespace", help="Kubernetes: the namespace (default: the kubeconfig's, or the controller's own).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def gc(remove_all: bool, backend: str, as_json: bool) -> None:
+def gc(remove_all: bool, backend: str, namespace: str | None, as_json: bool) -> None:
     """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
-    from agent_eval_sandbox.sandbox.registry import get_backend
+    from agent_eval_sandbox.config.kubernetes_settings import check_namespace
+    from agent_eval_sandbox.config.models import SandboxConfig
+    from agent_eval_sandbox.sandbox.registry import backend_for
 
-    removed = get_backend(backend).gc(all=remove_all)
+    if namespace and backend != "kubernetes":
+        raise UserError("--namespace applies to --backend kubernetes only", fix="add --backend kubernetes")
+    try:
+        check_namespace(namespace)
+    except ValueError as exc:
+        raise UserError(str(exc).replace("sandbox.namespace", "--namespace"),
+                        fix="give an existing namespace") from None
+    # gc only lists and deletes: the image is never used.
+    sandbox = SandboxConfig.model_validate(
+        {"backend": backend, "namespace": namespace, "image": "unused"} if backend == "kubernetes" else
+        {"backend": backend})
+    removed = backend_for(sandbox).gc(all=remove_all)
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(r) for r in removed], indent=2))
         return
@@ -493,7 +554,21 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+def exit_on_sigterm_as_pid_1() -> None:
+    """As a container's main process (`docker run` without `--init`) the kernel drops a SIGTERM that has
+    no handler: `docker stop` would wait, then SIGKILL. Exit as the signal would, running cleanups; a run
+    in progress has its own handler, which removes its sandboxes first (sandbox/teardown.py)."""
+    if os.getpid() != 1:
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def main() -> None:
+    exit_on_sigterm_as_pid_1()
     raise_open_files_limit()
     # Names and text from a sandbox need not be UTF-8: printing them must not crash the run.
     for stream in (sys.stdout, sys.stderr):

@@ -103,6 +103,13 @@ class SocketService(ABC):
             return self._server is not None
 
     @property
+    def serving(self) -> bool:
+        """Started, not closed, and its serving thread alive: a connection made now is answered."""
+        with self._activity:
+            server, thread = self._server, self._thread
+        return server is not None and thread is not None and thread.is_alive()
+
+    @property
     def closed(self) -> bool:
         """True from the moment close() begins."""
         with self._activity:

@@ -140,6 +140,11 @@ class UnixSocketService(SocketService):
     def address(self) -> str:
         return str(self.socket_path)
 
+    @property
+    def serving(self) -> bool:
+        # The socket file is what a sandbox connects to: without it, nothing reaches the server.
+        return super().serving and self.socket_path.is_socket()
+
     def _bind(self) -> CappedUnixServer[Any]:
         prepare_socket_path(self.socket_path, self.what)
         server: CappedUnixServer[Any] = CappedUnixServer(self, self.handler)

@@ -1,11 +1,11 @@
 """Agent judges on a finished run: every planned sample in a sandbox of its own, `parallelism` at once.
 
 `score_run` (app/score.py) plans each case's agent judge samples while it
-judges the case (`plan_agent_judge`), then runs them all here, after every
-other judge, and reduces each case's samples (`AgentJudge.conclude`). A case
-whose agent never ran gets no agent judge: no sandbox starts, no money is
-spent on it. `run` lends its sandbox backend, image and models
-(`JudgeSandboxes`); `score RUN_DIR` makes its own.
+judges the case (`plan_case`), then runs them all here, after every other
+judge, and reduces each case's samples (`AgentJudge.conclude`). A case whose
+agent never ran is never planned: no sandbox starts, no money is spent on it.
+`run` lends its sandbox backend, image and models (`JudgeSandboxes`); `score
+RUN_DIR` makes its own.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -26,7 +27,6 @@ from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.judges.agent import AgentJudgeJob, AgentRunOutput
 from agent_eval_sandbox.judges.kinds import AgentJudge, Outcome
 from agent_eval_sandbox.judges.results import CaseResult
-from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.judge_agent import JudgeAgentHost, run_judge_agent
@@ -39,9 +39,6 @@ from agent_eval_sandbox.sandbox.teardown import run_scope
 
 Planned = list[tuple[str, AgentJudge, list[AgentJudgeJob]]]  # (case id, judge, its samples)
 
-NEVER_RAN = ("the case's agent never ran, so there is nothing for an agent judge to judge "
-             "(no judge sandbox was started for it)")
-
 
 @dataclass(frozen=True)
 class JudgeSandboxes:
@@ -53,25 +50,15 @@ class JudgeSandboxes:
     parallelism: int = 1  # sandboxes at once
 
 
-def plan_agent_judge(judge: AgentJudge, record: dict[str, Any], case_id: str, case_dir: Path,
-                     outcome: CaseOutcome | None) -> list[AgentJudgeJob] | Outcome:
-    """The samples to run for one case, or its outcome when none runs (a false `if`, a broken judge,
-    a prompt that does not render, a case whose agent never ran)."""
-    if outcome is None or not outcome.ran:
-        return CaseResult.errored(judge.judge_type, NEVER_RAN), []
-    early = judge.precheck(record)
-    if early is not None:
-        return early
-    return judge.jobs(record, case_id, case_dir)
-
-
-def plan_case(judges: Sequence[AgentJudge], record: dict[str, Any], case_id: str, case_dir: Path,
-              outcome: CaseOutcome | None) -> tuple[dict[str, CaseResult], Planned]:
-    """One case's agent judges: the results settled without a sandbox, and the samples to run."""
+def plan_case(judges: Sequence[AgentJudge], record: dict[str, Any], case_id: str, case_dir: Path
+              ) -> tuple[dict[str, CaseResult], Planned]:
+    """One case's agent judges: the results settled without a sandbox (a false `if`, a broken judge, a
+    prompt that does not render), and the samples to run. Only for a case whose agent ran: `score_run`
+    settles the others (judges/standing.py) before anything is planned."""
     settled: dict[str, CaseResult] = {}
     planned: Planned = []
     for judge in judges:
-        plan = plan_agent_judge(judge, record, case_id, case_dir, outcome)
+        plan = judge.precheck(record) or judge.jobs(record, case_id, case_dir)
         if isinstance(plan, list):
             planned.append((case_id, judge, plan))
         else:
@@ -101,9 +88,11 @@ def judge_agent_host(loaded: LoadedConfig, run: FinishedRun, lent: JudgeSandboxe
         stack.callback(gateway.close)
         staging = Path(tempfile.mkdtemp(prefix="aesj-"))
         stack.callback(shutil.rmtree, staging, True)
-        stack.enter_context(run_scope(backend, run.run_id))
+        cancelled = threading.Event()  # set on Ctrl-C/SIGTERM before the removal: no sample starts after it
+        stack.enter_context(run_scope(backend, run.run_id, cancelled))
         yield JudgeAgentHost(loaded=loaded, run_dir=run.dir, run_id=run.run_id, backend=backend, image_ref=image_ref,
-                             gateway=gateway, models=models, staging=staging, host_environ=host_environ)
+                             gateway=gateway, models=models, staging=staging, host_environ=host_environ,
+                             cancelled=cancelled)
 
 
 def _image(loaded: LoadedConfig, run: FinishedRun) -> str:

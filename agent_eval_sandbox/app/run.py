@@ -3,13 +3,19 @@
     plan (cli) → image → run directory → stage the project → before_all
       → every case through runner/case.py, `parallelism` at once (runner/schedule.py)
       → run_result.json → before_scoring → judges and reports (app/score.py) → after_all
+
+Ctrl-C or SIGTERM once the run directory exists removes the run's sandboxes
+(sandbox/teardown.py); whatever had finished is recorded — run_result.json with
+`interrupted: true`, `planned` and `finished`, an `interrupted` outcome for each
+case that never finished — and judging is left to `score RUN_DIR`. The run then
+exits 130/143.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,17 +35,18 @@ from agent_eval_sandbox.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
 from agent_eval_sandbox.rundir.layout import RunDir
-from agent_eval_sandbox.rundir.models import RunResult
+from agent_eval_sandbox.rundir.models import CaseOutcome, RunResult
 from agent_eval_sandbox.rundir.read import read_mapping
 from agent_eval_sandbox.rundir.write import write_json
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
+from agent_eval_sandbox.runner.case import INTERRUPTED
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.display import ProgressDisplay
 from agent_eval_sandbox.runner.model_access import model_access
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.repo_history import commit_snapshot, project_files
-from agent_eval_sandbox.runner.schedule import run_cases
+from agent_eval_sandbox.runner.schedule import Scheduled, run_cases
 from agent_eval_sandbox.runner.workspace import (
     StagedResource,
     stage_project_resources,
@@ -47,13 +54,14 @@ from agent_eval_sandbox.runner.workspace import (
 )
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+from agent_eval_sandbox.sandbox.host_paths import HostPaths
 from agent_eval_sandbox.sandbox.image import (
     ImageSettings,
     SandboxImage,
     ensure_sandbox_image,
     exec_only_binaries,
 )
-from agent_eval_sandbox.sandbox.registry import get_backend
+from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 
@@ -70,6 +78,11 @@ class RunRequest:
     rebuild_image: bool = False
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
+    junit_fail_on_judge: bool = False
+    # Where the files the sandboxes mount go (--shared-dir); None: the backend chooses (sandbox/host_paths.py).
+    shared_dir: Path | None = None
+    # Kubernetes: run even where the cluster does not enforce the run's NetworkPolicy.
+    allow_unenforced_network: bool = False
 
 
 @dataclass
@@ -77,7 +90,8 @@ class RunOutcome:
     run_dir: RunDir
     result: RunResult
     statuses: list[CaseStatus] = field(default_factory=list)
-    score: ScoreResult | None = None
+    score: ScoreResult | None = None  # None when interrupted: the cases ran, judging did not
+    interrupted_exit: int | None = None  # 130/143 when Ctrl-C/SIGTERM stopped the cases
 
 
 # Makes the image the sandboxes run: (the `sandbox:` image settings, rebuild, console) -> the image.
@@ -89,8 +103,14 @@ def docker_image(settings: ImageSettings, rebuild: bool, console: Console) -> Sa
     return ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=True, console=console)
 
 
+def registry_image(settings: ImageSettings, rebuild: bool, console: Console) -> SandboxImage:
+    """The Kubernetes backend's image: `sandbox.image` as the cluster pulls it (built and pushed beforehand)."""
+    assert settings.image, "sandbox.image is required with backend kubernetes (checked at load)"
+    return SandboxImage(ref=settings.image, built=False)
+
+
 def execute_run(request: RunRequest, *, err_console: Console, show_progress: bool = True,
-                backend: SandboxBackend | None = None, image_step: ImageStep = docker_image) -> RunOutcome:
+                backend: SandboxBackend | None = None, image_step: ImageStep | None = None) -> RunOutcome:
     """`backend`: the sandboxes' backend (default: `sandbox.backend` by name); `image_step` readies
     their image. Both are given together for a backend that is not Docker (tests use the fake one)."""
     loaded, config, settings = request.loaded, request.loaded.config, request.settings
@@ -104,46 +124,78 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     handlers = compile_handlers(loaded)
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
-    backend = _backend(request, err_console, backend)
+    backend, host = _backend(request, err_console, backend)
+    if image_step is None:
+        image_step = registry_image if config.sandbox.backend == "kubernetes" else docker_image
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
         request.rebuild_image, err_console,
     )
+    backend.check_host_paths(host, image.ref)
     run_dir = RunDir.create(request.runs_base, config.name, request.run_id)
     started = time.time()
     write_json(run_dir.run_json, _run_meta(request, image.ref, claude_version, started))
     gateway = models.gateway(ac.gateway_policy(config, settings, environ))
-    staging = Path(tempfile.mkdtemp(prefix="aes-"))
+    staging = host.temp_dir("aes-")
     hooks = HookRunner(
         RunInfo(run_id=request.run_id, run_dir=run_dir.root, project_root=loaded.root, config_path=loaded.path,
                 workspace_root=staging, model=settings.model or "", caller_env=environ),
         report=lambda result: err_console.print(result.console_line, highlight=False, markup=False),
     )
     statuses = [CaseStatus(inv.id) for inv in request.invocations]
+    result: RunResult | None = None
+    scheduled = Scheduled([])
+    cancelled = threading.Event()  # set by Ctrl-C/SIGTERM before anything else: no case starts after it
     try:
-        resources, repo_copy = _stage_project(request, staging, handlers, environ, warn)
-        with hooks.around_run(config.hooks) as before_all:
-            ctx = RunContext(
-                loaded=loaded, settings=settings, run_dir=run_dir, run_id=request.run_id, backend=backend,
-                image_ref=image.ref, gateway=gateway, models=models, staging=staging, resources=resources,
-                host_environ=environ, warn=warn, hooks=hooks, handlers=handlers, is_denied=deny_filter(config),
-                global_hook_outputs=before_all.outputs, repo_copy=repo_copy,
-            )
-            with run_scope(backend, request.run_id), ProgressDisplay(statuses, err_console, enabled=show_progress):
-                outcomes = run_cases(ctx, request.invocations, statuses)
-            _write_hook_outputs(run_dir, before_all.outputs, request.invocations)
-            result = RunResult.from_outcomes(outcomes, mode=config.execution.mode, model=settings.model,
-                                             wall_clock_s=time.time() - started, agent_version=claude_version)
-            write_json(run_dir.run_result, result.to_data())
-            sandboxes = JudgeSandboxes(backend=backend, image_ref=image.ref, models=models,
-                                       parallelism=settings.judge_sandboxes)
-            score = _score(request, run_dir, hooks, sandboxes, err_console)
+        # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
+        with run_scope(backend, request.run_id, cancelled):
+            resources, repo_copy = _stage_project(request, staging, handlers, environ, warn)
+            with hooks.around_run(config.hooks) as before_all:
+                ctx = RunContext(
+                    loaded=loaded, settings=settings, run_dir=run_dir, run_id=request.run_id, backend=backend,
+                    image_ref=image.ref, gateway=gateway, models=models, staging=staging, resources=resources,
+                    host_environ=environ, warn=warn, hooks=hooks, handlers=handlers,
+                    is_denied=deny_filter(config), global_hook_outputs=before_all.outputs, repo_copy=repo_copy,
+                    cancelled=cancelled,
+                )
+                with ProgressDisplay(statuses, err_console, enabled=show_progress, run_dir=run_dir.root):
+                    scheduled = run_cases(ctx, request.invocations, statuses)
+                _write_hook_outputs(run_dir, before_all.outputs, request.invocations)
+                result = _record(request, run_dir, scheduled, claude_version, started)
+                sandboxes = JudgeSandboxes(backend=backend, image_ref=image.ref, models=models,
+                                           parallelism=settings.judge_sandboxes)
+                score = None if scheduled.interrupted_by else _score(request, run_dir, hooks, sandboxes, err_console)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if result is None:  # stopped before the cases were recorded (staging, before_all): record that
+            _record(request, run_dir, Scheduled(scheduled.outcomes, exc), claude_version, started)
+        raise
     finally:
         gateway.close()
         models.close()
         shutil.rmtree(staging, ignore_errors=True)
-    return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score)
+    return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score,
+                      interrupted_exit=scheduled.exit_code)
+
+
+def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_version: str,
+            started: float) -> RunResult:
+    """run_result.json: the cases' outcomes; once interrupted, every planned case that has none
+    gets an `interrupted` one, so the planned denominator stays."""
+    outcomes = list(scheduled.outcomes)
+    if scheduled.interrupted_by is not None:
+        have = {case for o in outcomes for case in o.cases or [o.case_id]}
+        outcomes += [CaseOutcome(case_id=inv.id, cases=[c.id for c in inv.cases], end_reason="interrupted",
+                                 model=request.settings.model, error=INTERRUPTED)
+                     for inv in request.invocations if not {c.id for c in inv.cases} <= have]
+    result = RunResult.from_outcomes(
+        outcomes, mode=request.loaded.config.execution.mode, model=request.settings.model,
+        wall_clock_s=time.time() - started, agent_version=claude_version,
+        planned=sum(len(inv.cases) for inv in request.invocations),
+        interrupted=scheduled.interrupted_by is not None,
+    )
+    write_json(run_dir.run_result, result.to_data())
+    return result
 
 
 def _warner(err_console: Console) -> Callable[[str], None]:
@@ -153,15 +205,20 @@ def _warner(err_console: Console) -> Callable[[str], None]:
     return warn
 
 
-def _backend(request: RunRequest, err_console: Console, given: SandboxBackend | None) -> SandboxBackend:
-    """The sandbox backend, with the orphans of dead runs reaped and the runtime checked."""
+def _backend(request: RunRequest, err_console: Console,
+             given: SandboxBackend | None) -> tuple[SandboxBackend, HostPaths]:
+    """The sandbox backend, with the orphans of dead runs reaped and the runtime checked, and where the
+    files its sandboxes mount go (decided first: a daemon that cannot be used is refused before use)."""
     sandbox = request.loaded.config.sandbox
-    backend = given if given is not None else get_backend(sandbox.backend)
+    backend = given if given is not None else backend_for(
+        sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
+    host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:
         backend.check_runtime(sandbox.runtime)
-    return backend
+    backend.prepare_run(request.run_id)
+    return backend, host
 
 
 def _run_meta(request: RunRequest, image: str, claude_version: str, started: float) -> dict[str, object]:
@@ -237,9 +294,10 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, sandboxes: J
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
                           offline=models.offline, sandboxes=sandboxes,
-                          echo=lambda line: err_console.print(line, highlight=False, markup=False))
+                          echo=lambda line: err_console.print(line, highlight=False, markup=False),
+                          junit_fail_on_judge=request.junit_fail_on_judge)
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
-        score = build_reports(run_dir.root)
+        score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
     return score
 

@@ -4,8 +4,10 @@
 it builds the `outputs` record once (judges/record.py), then asks each judge
 (judges/kinds.py) for its verdict. Whatever one judge does on one case —
 raise, hang, crash, answer nonsense — becomes that case's error for that
-judge, never the run's. Agent judges are planned per case and run last, in
-sandboxes of their own (app/agent_judging.py).
+judge, never the run's. A case whose agent never ran is not judged at all:
+every judge's result says so and counts as failing (judges/standing.py); no
+agent judge's sandbox starts for it. Agent judges are planned per case and
+run last, in sandboxes of their own (app/agent_judging.py).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from agent_eval_sandbox.judges.kinds import AgentJudge, Judge, JudgeServices, Ju
 from agent_eval_sandbox.judges.llm import ModelJudge
 from agent_eval_sandbox.judges.record import build_record, read_case_files
 from agent_eval_sandbox.judges.results import CaseResult, Sample
+from agent_eval_sandbox.judges.standing import not_run_reason, standing
 from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
 from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy
-from agent_eval_sandbox.report.build import ScoreResult, write_reports
-from agent_eval_sandbox.report.summary import compute_run_metrics, summarize
+from agent_eval_sandbox.report.build import ScoreResult, run_cost, write_reports
+from agent_eval_sandbox.report.summary import compute_run_metrics, read_cases, summarize
+from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 from agent_eval_sandbox.runner.model_access import OfflineModels
 
@@ -52,6 +56,19 @@ def judge_case(judges: list[Judge], record: dict[str, Any],
         results[judge.name] = result
         off_scale += [(judge.name, s) for s in samples if s.off_scale]
     return results, off_scale
+
+
+def not_judged(judges: list[Judge], outcome: CaseOutcome | None) -> dict[str, CaseResult]:
+    """A case whose agent never ran: every judge's result says so, none runs."""
+    end_reason, reason = not_run_reason(outcome)
+    return {j.name: CaseResult.not_run(j.judge_type, end_reason, reason) for j in judges}
+
+
+def marked(results: dict[str, CaseResult], outcome: CaseOutcome | None) -> dict[str, CaseResult]:
+    """A case that ran but did not complete: its results are marked as judged on what it left."""
+    if outcome is None or standing(outcome) != "incomplete":
+        return results
+    return {name: result.marked_incomplete(outcome.end_reason) for name, result in results.items()}
 
 
 def _config_for(run: FinishedRun, config_path: Path | str | None) -> LoadedConfig:
@@ -81,6 +98,7 @@ def score_run(
     endpoint: ModelEndpoint | None = None,
     offline: bool = False,
     sandboxes: JudgeSandboxes | None = None,
+    junit_fail_on_judge: bool = False,
 ) -> ScoreResult:
     """Judge a finished run (again) and write summary.yaml/json, report.html and junit.xml.
 
@@ -88,8 +106,9 @@ def score_run(
     `samples` overrides every LLM and agent judge's `samples`; `offline` scripts the judges'
     models (judge_script.yaml, judge_scripts/) where `endpoint` and `sandboxes` do not say
     otherwise; `sandboxes` is what agent judges run with (default: made here, `parallelism`
-    at once). Raises RunDirError for a directory that is not a run, ConfigError for a bad
-    eval.yaml; judge failures never raise.
+    at once); `junit_fail_on_judge` makes a failing verdict of a judge without a threshold a
+    junit failure. Raises RunDirError for a directory that is not a run, ConfigError for a
+    bad eval.yaml; judge failures never raise.
     """
     run = open_finished_run(run_dir)
     loaded = _config_for(run, config_path)
@@ -111,20 +130,25 @@ def score_run(
     def score(case_id: str, services: JudgeServices) -> None:
         nonlocal done
         problems: tuple[str, ...] = ()
-        try:
-            files = read_case_files(run, case_id, loaded)
-            problems = files.problems
-            record = build_record(files, config.outputs, config.traces)
-        except OSError as exc:  # e.g. a directory we may not read: the case errors, the run goes on
-            reason = f"the case's files could not be read: {exc}"
-            results = {j.name: CaseResult.errored(j.judge_type, reason) for j in judges}
-            off_scale: list[tuple[str, Sample]] = []
+        off_scale: list[tuple[str, Sample]] = []
+        outcome = run.outcome(case_id)
+        if standing(outcome) == "not_run":
+            results = not_judged(judges, outcome)
         else:
-            results, off_scale = judge_case(in_process, record, services)
-            settled, case_plan = plan_case(agent_judges, record, case_id, files.case_dir, run.outcome(case_id))
-            results.update(settled)
-            with lock:
-                planned.extend(case_plan)
+            try:
+                files = read_case_files(run, case_id, loaded)
+                problems = files.problems
+                record = build_record(files, config.outputs, config.traces)
+            except OSError as exc:  # e.g. a directory we may not read: the case errors, the run goes on
+                reason = f"the case's files could not be read: {exc}"
+                results = {j.name: CaseResult.errored(j.judge_type, reason) for j in judges}
+            else:
+                results, off_scale = judge_case(in_process, record, services)
+                settled, case_plan = plan_case(agent_judges, record, case_id, files.case_dir)
+                results.update(settled)
+                with lock:
+                    planned.extend(case_plan)
+            results = marked(results, outcome)
         with lock:
             per_case[case_id] = results
             warnings.extend(f"{case_id}: {problem}" for problem in problems)
@@ -152,7 +176,7 @@ def score_run(
         lent = sandboxes or JudgeSandboxes(parallelism=parallelism)
         for (case_id, name), (result, agent_samples) in judge_planned(planned, loaded, run, lent, offline=offline,
                                                                       say=say).items():
-            per_case[case_id][name] = result
+            per_case[case_id].update(marked({name: result}, run.outcome(case_id)))
             for sample in agent_samples:
                 if sample.off_scale:
                     say(f"  WARNING: {case_id}: judge '{name}' {sample.error}")
@@ -170,5 +194,9 @@ def score_run(
         per_case={case_id: per_case[case_id] for case_id in case_ids},
         thresholds=config.thresholds,
         run_metrics=compute_run_metrics(run.result),
+        cases=read_cases(run, case_ids),
+        offline=run.meta.get("offline") is True,
+        cost_usd=run_cost(run),
     )
-    return ScoreResult(run_dir=run.root, summary=summary, reports=write_reports(run, summary), warnings=warnings)
+    reports = write_reports(run, summary, junit_fail_on_judge=junit_fail_on_judge)
+    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=warnings)

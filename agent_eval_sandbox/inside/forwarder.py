@@ -1,7 +1,8 @@
 """TCP -> unix-socket forwarder, run inside the sandbox container.
 
 The container has no network; the host's model gateway is a unix socket
-bind-mounted into it. The CLI speaks HTTP over TCP, so this pipes each
+bind-mounted into it (or, in a Kubernetes Pod, reached through the
+controller's relay: see controller_link.py). The CLI speaks HTTP over TCP, so this pipes each
 connection to 127.0.0.1:PORT byte for byte to the socket. It knows nothing
 of HTTP: whatever it carries, the gateway decides.
 
@@ -13,19 +14,52 @@ launcher:
 
 Ready when it prints `listening on HOST:PORT` to stderr (and writes HOST:PORT
 to the ready file, if one is given).
+
+Nothing one connection does ends the accept loop (a client gone before it was
+accepted, no thread to spare): the forwarder serves the whole session, and a
+connection it drops is only that one. A gateway socket that refuses a
+connection for a moment (not there yet, its backlog full while the host is
+busy) is tried again for `CONNECT_PATIENCE_S` before the client is let go:
+closing the client would reach the CLI as ECONNRESET, which it retries only
+twice before it ends the case.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import socket
 import sys
 import threading
 import time
 
+# -I leaves this file's directory off sys.path; controller_link.py lives next to it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import controller_link  # noqa: E402
+
 CHUNK_BYTES = 65536
+# How long a connection waits for the gateway socket to take it, and the first pause between tries.
+CONNECT_PATIENCE_S = 15.0
+FIRST_RETRY_S = 0.02
+# What a unix connect answers while the server is not (yet) taking connections.
+TRANSIENT = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})
+
+
+def connect_unix(unix_path: str, patience_s: float = CONNECT_PATIENCE_S) -> socket.socket:
+    """A connection to `unix_path`, tried again on transient refusals for up to `patience_s`."""
+    deadline = time.monotonic() + patience_s
+    pause = FIRST_RETRY_S
+    while True:
+        try:
+            upstream: socket.socket = controller_link.connect(unix_path)  # directly, or through the relay
+            return upstream
+        except OSError as exc:
+            if exc.errno not in TRANSIENT or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
@@ -45,12 +79,10 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 def _bridge(client: socket.socket, unix_path: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        upstream.connect(unix_path)
+        upstream = connect_unix(unix_path)
     except OSError as exc:
         print(f"forwarder: cannot connect to {unix_path}: {exc}", file=sys.stderr, flush=True)
-        upstream.close()
         client.close()
         return
     with client, upstream:
@@ -92,9 +124,13 @@ def forward(listen: tuple[str, int], unix_path: str, ready_file: str | None = No
             print(f"forwarder: accept failed: {exc}", file=sys.stderr, flush=True)
             time.sleep(0.1)
             continue
-        # Streams are many small SSE events: send each at once.
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_bridge, args=(client, unix_path), daemon=True).start()
+        try:
+            # Streams are many small SSE events: send each at once.
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=_bridge, args=(client, unix_path), daemon=True).start()
+        except Exception as exc:  # noqa: BLE001 - one connection's trouble (a reset client, no thread) is its own
+            print(f"forwarder: dropped a connection: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            client.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,10 @@ exec` as the sandbox user, under the execute-only interpreter:
 
 The CLI's stdout/stderr are the launcher's own (the host streams them to the
 run directory); the exit code is the CLI's (128+n when a signal ended it).
-Exit 125 means the launcher itself could not start the agent.
+Exit 125 means the launcher itself could not start the agent; exit 124 that
+the model gateway's socket took no connection, so the agent was not started
+(the host checks that against its own record before calling it the tool's
+failure).
 
 The launcher holds the stream the host reads the conversation from, so it
 makes itself non-dumpable before anything of the agent runs: the agent's
@@ -34,7 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forwarder  # noqa: E402
 
 LAUNCH_FAILED = 125
-READY_TIMEOUT_S = 5.0
+GATEWAY_UNREACHABLE = 124
+# Generous: on a loaded host a thread may wait seconds for its first time slice.
+READY_TIMEOUT_S = 30.0
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 
@@ -95,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     if not _start_forwarder(args.port, args.gateway_socket):
         print("run_agent: the gateway forwarder did not start", file=sys.stderr, flush=True)
         return LAUNCH_FAILED
+    # The CLI gives up on a gateway that resets it after two retries: make sure it is there first.
+    try:
+        forwarder.connect_unix(args.gateway_socket).close()
+    except OSError as exc:
+        print(f"run_agent: the model gateway is not reachable at {args.gateway_socket}: {exc}",
+              file=sys.stderr, flush=True)
+        return GATEWAY_UNREACHABLE
     # The prompt is the child's stdin; the launcher's own copy is closed once the child has started (or failed to).
     with contextlib.ExitStack() as stack:
         try:

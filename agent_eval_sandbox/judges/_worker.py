@@ -14,7 +14,9 @@ Judge code cannot disturb the protocol: before any of it runs, fd 1 is
 pointed at stderr and fd 0 at /dev/null, and the protocol uses duplicates of
 the original descriptors. A judge that hangs or kills this process is the
 host's to notice (it enforces the time limit and reads the exit status).
-This module imports only the standard library.
+This module imports only the standard library (and `judges.nothing`, itself
+stdlib only). A judge that raises `NothingToJudge` gets an error reply that
+says so, without a traceback location.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import textwrap
 import traceback
 from collections.abc import Callable
 from typing import Any
+
+from agent_eval_sandbox.judges.nothing import NothingToJudge
 
 JudgeFn = Callable[[dict[str, Any], dict[str, Any]], Any]
 _CHECK_PREFIX = "<check:"
@@ -136,6 +140,8 @@ def handle(line: bytes, cache: dict[str, JudgeFn]) -> dict[str, Any]:
         value, rationale = _split(cache[key](request["outputs"], request.get("arguments") or {}))
         if not isinstance(rationale, str):
             rationale = str(rationale)
+    except NothingToJudge as exc:
+        return _failure(request_id, exc.describe())
     except BaseException as exc:  # the judge's failure is this sample's error, whatever it is
         if isinstance(exc, KeyboardInterrupt):
             raise

@@ -69,6 +69,11 @@ def reduce_samples(judge_type: str, samples: Sequence[Sample]) -> CaseResult:
     return result
 
 
+def not_run_floor(score_range: tuple[float, float] | None) -> float:
+    """What a case that never ran counts as in a numeric judge's mean: the bottom of its scale."""
+    return float(score_range[0]) if score_range is not None else 0.0
+
+
 def aggregate(
     judge_type: str,
     results: Sequence[CaseResult],
@@ -79,18 +84,23 @@ def aggregate(
     """A judge's statistics over all cases of the run.
 
     Booleans give a pass_rate (and mean mirrors it), numbers a mean; a mix
-    gives neither. Skipped and errored cases contribute no value.
-    error_rate is over every case, so it measures how much of the dataset
-    the judge actually scored.
+    gives neither. A case that never ran (`not_run`) counts as failing: a
+    false verdict in the pass rate, the bottom of the scale (`not_run_floor`)
+    in the mean, so the denominator is every case the judge applies to.
+    Skipped cases (a false `if:`) and judge errors contribute no value; with
+    no value at all there is no metric (a gate on it fails). error_rate is
+    errors plus never-ran cases over every case: how much of the dataset the
+    judge did not score.
     """
     scored = [r for r in results if r.status == "scored" and r.value is not None]
     errored = sum(1 for r in results if r.status == "error")
+    not_run = sum(1 for r in results if r.status == "not_run")
     values = [r.value for r in scored if r.value is not None]  # (`scored` holds no None; this tells mypy)
     mean = pass_rate = None
     if values and all(isinstance(v, bool) for v in values):
-        pass_rate = mean = sum(1 for v in values if v) / len(values)
+        pass_rate = mean = sum(1 for v in values if v) / (len(values) + not_run)
     elif values and all(_is_number(v) for v in values):
-        mean = statistics.fmean(values)
+        mean = statistics.fmean([float(v) for v in values] + [not_run_floor(score_range)] * not_run)
     sampled = [r.stability for r in scored if r.stability is not None and r.stability.samples > 1]
     stability = (
         StabilityStats(
@@ -99,15 +109,21 @@ def aggregate(
         if sampled
         else None
     )
-    status: JudgeStatus = "OK" if scored else ("ERROR" if errored else "SKIP")
+    skipped = sum(1 for r in results if r.status == "skipped")
+    status: JudgeStatus = "OK"
+    if not scored:
+        # The judge's own errors first, then its skips; a judge whose cases all never ran is an ERROR too.
+        status = "ERROR" if errored or (not_run and not skipped) else "SKIP"
     return JudgeStats(
         judge_type=judge_type,
         mean=mean,
         pass_rate=pass_rate,
-        error_rate=errored / len(results) if results else None,
+        error_rate=(errored + not_run) / len(results) if results else None,
         scored_cases=len(scored),
         errored_cases=errored,
-        skipped_cases=sum(1 for r in results if r.status == "skipped"),
+        skipped_cases=skipped,
+        not_run_cases=not_run,
+        incomplete_cases=sum(1 for r in scored if r.incomplete),
         total_cases=len(results),
         status=status,
         stability=stability,

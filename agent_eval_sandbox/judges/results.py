@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # bool before the numbers: pydantic keeps True a bool, 3 an int, 2.5 a float.
 Value = bool | int | float
-CaseStatus = Literal["scored", "skipped", "error"]
+# not_run: the case's agent never ran (or its results could not be collected): no judge ran, and
+# the case counts against every judge (see `aggregate`).
+CaseStatus = Literal["scored", "skipped", "error", "not_run"]
 JudgeStatus = Literal["OK", "ERROR", "SKIP"]
 
 
@@ -59,6 +61,10 @@ class CaseResult(_Model):
     error: str | None = None
     stability: Stability | None = None
     sample_rationales: list[Sample] | None = None
+    # How the case ended, when not by itself: set on not_run results and on results of a case
+    # that ran but was stopped (`incomplete`: judged on what it left).
+    end_reason: str | None = None
+    incomplete: bool | None = None
 
     @classmethod
     def scored(cls, judge_type: str, value: Value, rationale: str) -> CaseResult:
@@ -72,6 +78,19 @@ class CaseResult(_Model):
     def errored(cls, judge_type: str, error: str) -> CaseResult:
         # The reason doubles as the rationale: that is where the reference points people.
         return cls(status="error", error=error, rationale=error, judge_type=judge_type)
+
+    @classmethod
+    def not_run(cls, judge_type: str, end_reason: str, reason: str) -> CaseResult:
+        return cls(status="not_run", error=reason, rationale=reason, judge_type=judge_type, end_reason=end_reason)
+
+    def marked_incomplete(self, end_reason: str) -> CaseResult:
+        """This result, marked as judged on what a case that did not complete left behind."""
+        return self.model_copy(update={"incomplete": True, "end_reason": end_reason})
+
+    @property
+    def failing(self) -> bool:
+        """Not a pass: a false verdict, an error, or a case that never ran (numbers have no verdict)."""
+        return self.status in ("error", "not_run") or self.value is False
 
     @classmethod
     def from_sample(cls, judge_type: str, sample: Sample) -> CaseResult:
@@ -103,6 +122,8 @@ class JudgeStats(_Model):
     scored_cases: int = 0
     errored_cases: int = 0
     skipped_cases: int = 0
+    not_run_cases: int = 0  # cases whose agent never ran: they count as failing (see aggregate)
+    incomplete_cases: int = 0  # scored cases that ran but did not complete (judged on what they left)
     total_cases: int = 0
     status: JudgeStatus = "SKIP"
     stability: StabilityStats | None = None

@@ -2,8 +2,10 @@
 
 `min_*` keys pass when the metric is >= the limit, `max_error_rate` when the
 error rate is <= it, so equality passes. A gate whose metric is unavailable
-is a regression (value "n/a"), never skipped; a gate naming a judge that has
-no results is ignored, as in the reference (the loader warns about it).
+is a regression (value "n/a"), never skipped, and so is every gate of a judge
+that scored no case at all (every case errored, never ran or was skipped):
+nothing judged is never a pass. A gate naming a judge that has no results is
+ignored, as in the reference (the loader warns about it).
 """
 
 from __future__ import annotations
@@ -50,12 +52,19 @@ class ThresholdCheck(BaseModel):
 
 
 def _unavailable(metric: str, kind: str, stats: JudgeStats) -> str:
+    if stats.scored_cases == 0 and stats.not_run_cases > 0:
+        others = "".join(f", {n} {what}" for n, what in ((stats.errored_cases, "errored"),
+                                                          (stats.skipped_cases, "skipped")) if n)
+        return (f"no case was judged: {stats.not_run_cases} of {stats.total_cases} never ran{others} "
+                "(see the cases' end reasons)")
     if stats.scored_cases == 0 and stats.errored_cases > 0:
         return f"{metric} unavailable — judge errored on {stats.errored_cases} cases; see the per-case rationales"
     if metric == "win_rate":
         return "win_rate unavailable — not a pairwise judge or no comparisons recorded"
-    if metric == "error_rate":
+    if metric == "error_rate" and stats.total_cases == 0:
         return "error_rate unavailable — the run has no cases"
+    if stats.skipped_cases == stats.total_cases and metric == "error_rate":
+        return f"no case was judged: the judge was skipped for all {stats.total_cases} cases"
     return f"{metric} unavailable — judge skipped for all cases or not a {kind} judge"
 
 
@@ -72,8 +81,8 @@ def evaluate_thresholds(
             if limit is None:
                 continue
             actual: float | None = getattr(judge_stats, metric)
-            if actual is None:
-                checks.append(ThresholdCheck(judge=judge, key=key, metric=metric, limit=limit, actual=None,
+            if actual is None or (judge_stats.scored_cases == 0 and judge_stats.total_cases > 0):
+                checks.append(ThresholdCheck(judge=judge, key=key, metric=metric, limit=limit, actual=actual,
                                              passed=False, detail=_unavailable(metric, kind, judge_stats)))
                 continue
             passed = actual <= limit if key == "max_error_rate" else actual >= limit

@@ -13,16 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_eval_sandbox.judges.thresholds import exit_code, regression_lines
+from agent_eval_sandbox import exit_codes
+from agent_eval_sandbox.judges.thresholds import regressions
 from agent_eval_sandbox.report.facts import read_case_view, read_run_view
 from agent_eval_sandbox.report.html import render_html
 from agent_eval_sandbox.report.junit import render_junit
 from agent_eval_sandbox.report.summary import (
     Summary,
     load_summary,
+    read_cases,
     summarize,
     write_summary,
 )
+from agent_eval_sandbox.report.text import text_lines
 from agent_eval_sandbox.rundir.layout import is_case_id
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 from agent_eval_sandbox.rundir.write import write_text
@@ -51,30 +54,11 @@ class ScoreResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when every threshold is met (or none is set), 1 on a regression."""
-        return exit_code(self.summary.thresholds.checks)
+        return verdict_exit_code(self.summary)
 
     def text_lines(self) -> list[str]:
-        """What `score` / `report` print: per-judge results, then the REGRESSIONS block."""
-        summary = self.summary
-        lines = [f"{summary.eval}: {len(summary.per_case)} cases, {len(summary.judges)} judges (run {summary.run_id})"]
-        for name, stats in summary.judges.items():
-            note = ""
-            if stats.stability is not None:
-                s = stats.stability
-                note = f"  [{s.stable_cases}/{s.total_cases} stable over {s.samples} samples]"
-            counts = f"  ({stats.scored_cases} scored, {stats.errored_cases} errored, {stats.skipped_cases} skipped)"
-            if stats.pass_rate is not None:
-                lines.append(f"  {name}: pass_rate={stats.pass_rate:.1%}{note}{counts}")
-            elif stats.mean is not None:
-                lines.append(f"  {name}: mean={stats.mean:.2f}{note}{counts}")
-            else:
-                lines.append(f"  {name}: {stats.status}{counts}")
-        for key, value in (summary.run_metrics or {}).items():
-            lines.append(f"  {key}: {value:.1%}" if "rate" in key else f"  {key}: {value:g}")
-        lines.append(f"  report: {self.reports.html}")
-        lines += regression_lines(summary.thresholds.checks)
-        return lines
+        """What `run`, `score` and `report` print (report/text.py)."""
+        return text_lines(self.summary, self.run_dir, self.reports.html)
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` document."""
@@ -90,18 +74,35 @@ class ScoreResult:
         }
 
 
-def write_reports(run: FinishedRun, summary: Summary) -> ReportPaths:
+def verdict_exit_code(summary: Summary) -> int:
+    """4 when a case hit an infrastructure error (whatever else happened: the verdict lacks those cases);
+    1 when a threshold regressed or no planned case completed; else 0."""
+    cases = summary.cases
+    if cases is not None and cases.infra_errors:
+        return exit_codes.INFRA
+    if regressions(summary.thresholds.checks) or (cases is not None and cases.nothing_completed):
+        return exit_codes.REGRESSION
+    return exit_codes.OK
+
+
+def run_cost(run: FinishedRun) -> float | None:
+    """The run's total cost as run_result.json recorded it."""
+    cost = run.result.get("cost_usd")
+    return float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+
+
+def write_reports(run: FinishedRun, summary: Summary, *, junit_fail_on_judge: bool = False) -> ReportPaths:
     summary_yaml, summary_json = write_summary(run.dir, summary)
     outcomes = {case_id: run.outcome(case_id) if is_case_id(case_id) else None
                 for case_id in [*summary.per_case, *run.case_ids]}
     page = render_html(summary, read_run_view(run, summary.eval), outcomes,
                        lambda case_id: read_case_view(run, case_id))
     write_text(run.dir.report_html, page)
-    write_text(run.dir.junit_xml, render_junit(summary))
+    write_text(run.dir.junit_xml, render_junit(summary, fail_on_judge=junit_fail_on_judge))
     return ReportPaths(summary_yaml, summary_json, run.dir.report_html, run.dir.junit_xml)
 
 
-def build_reports(run_dir: Path | str) -> ScoreResult:
+def build_reports(run_dir: Path | str, *, junit_fail_on_judge: bool = False) -> ScoreResult:
     """Rebuild summary, report.html and junit.xml from the stored judge results (no judging)."""
     run = open_finished_run(run_dir)
     stored = load_summary(run.dir)
@@ -115,6 +116,9 @@ def build_reports(run_dir: Path | str) -> ScoreResult:
         per_case=stored.per_case,
         thresholds=stored.thresholds.config,
         run_metrics=stored.run_metrics,
+        cases=read_cases(run, list(stored.per_case)),
+        offline=run.meta.get("offline") is True,
+        cost_usd=run_cost(run),
     )
-    reports = write_reports(run, summary)
+    reports = write_reports(run, summary, junit_fail_on_judge=junit_fail_on_judge)
     return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=list(run.problems))

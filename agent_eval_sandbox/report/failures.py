@@ -38,6 +38,8 @@ def failed_verdicts(summary: Summary) -> list[FailedVerdict]:
 def _why(result: CaseResult, summary: Summary, judge: str) -> str | None:
     if result.status == "error":
         return "error"
+    if result.status == "not_run":
+        return "never ran"
     if result.status != "scored":
         return None
     value = result.value

@@ -221,7 +221,7 @@ def _failed_table(summary: Summary, outcomes: Mapping[str, CaseOutcome | None], 
     rows = []
     for item in failed[:MAX_FAILURE_ROWS]:
         result = item.result
-        text = (result.error if result.status == "error" else result.rationale) or "(no rationale)"
+        text = (result.error if result.status in ("error", "not_run") else result.rationale) or "(no rationale)"
         incomplete = judged_incomplete(result, outcomes.get(item.case_id))
         rows.append(f"<tr><td>{_case_link(item.case_id, anchors)}</td><td>{esc(item.judge)}</td>"
                     f"<td>{badge(result, summary.judges.get(item.judge), incomplete=incomplete)}</td>"

@@ -84,7 +84,7 @@ def _judges(results: Mapping[str, CaseResult], judges: Mapping[str, JudgeStats],
         return '<p class="muted">No judge results for this case.</p>'
     rows = []
     for name, result in results.items():
-        text = (result.error if result.status == "error" else result.rationale) or "(no rationale)"
+        text = (result.error if result.status in ("error", "not_run") else result.rationale) or "(no rationale)"
         stability = ""
         if result.stability is not None:
             s = result.stability
@@ -200,7 +200,7 @@ def _where(case: CaseView) -> str:
 
 
 def _verdicts(results: Mapping[str, CaseResult]) -> str:
-    failed = sum(1 for r in results.values() if r.status == "error" or r.value is False)
+    failed = sum(1 for r in results.values() if r.status in ("error", "not_run") or r.value is False)
     if not results:
         return ""
     if failed:

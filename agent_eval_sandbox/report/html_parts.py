@@ -172,6 +172,8 @@ def badge(result: CaseResult | None, stats: JudgeStats | None, *, incomplete: bo
         return '<span class="badge skip">—</span>' + mark
     if result.status == "error":
         return '<span class="badge error">ERROR</span>' + mark
+    if result.status == "not_run":  # the case never ran: never a pass, whatever it left
+        return '<span class="badge error">NOT RUN</span>'
     if result.status == "skipped":
         return '<span class="badge skip">SKIP</span>' + mark
     value = result.value

@@ -3,9 +3,11 @@
 Top-level keys as agent-eval-harness writes them — `run_id`, `judges`
 (per-judge mean, pass_rate, scored/errored cases, stability), `per_case`
 (`<case>.<judge>`: value, rationale, judge_type, …), `run_metrics` — plus
-ours: `eval`, `title`, `config_path`, `scored_at` and `thresholds` (the gates
-used and their verdict). `summarize` is pure, so `report` can rebuild every
-statistic and verdict from the stored per-case results alone.
+ours: `eval`, `title`, `config_path`, `scored_at`, `thresholds` (the gates
+used and their verdict), `cases` (planned, ran, completed, how each case
+ended), `offline` and `cost_usd`. `summarize` is pure, so `report` can rebuild
+every statistic and verdict from the stored per-case results and the case
+outcomes alone.
 """
 
 from __future__ import annotations
@@ -14,19 +16,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agent_eval_sandbox.config.models import THRESHOLD_KEYS, ThresholdConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.judges.aggregate import aggregate
 from agent_eval_sandbox.judges.results import CaseResult, JudgeMeta, JudgeStats
+from agent_eval_sandbox.judges.standing import agent_ran, standing
 from agent_eval_sandbox.judges.thresholds import (
     ThresholdCheck,
     evaluate_thresholds,
     regressions,
 )
 from agent_eval_sandbox.rundir.layout import RunDir
-from agent_eval_sandbox.rundir.read import read_data
+from agent_eval_sandbox.rundir.models import CaseOutcome
+from agent_eval_sandbox.rundir.read import FinishedRun, read_data
 from agent_eval_sandbox.rundir.write import write_json, write_yaml
 
 
@@ -40,6 +44,75 @@ class ThresholdsVerdict(BaseModel):
         return regressions(self.checks)
 
 
+class CaseEnding(BaseModel):
+    """How one case ended, as the summary keeps it (from its `CaseOutcome`; None: no outcome recorded)."""
+
+    end_reason: str
+    ran: bool
+    completed: bool
+    exit_code: int | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+
+class CaseCounts(BaseModel):
+    """`cases:` of the summary: the planned cases, how many ran and completed, and how each ended.
+
+    `ran`: the agent's command started; `completed`: it ended by itself (`exited`).
+    `infra_errors`: cases ended by the tool's own plumbing (`infra_error`).
+    `interrupted`: the run was stopped by Ctrl-C/SIGTERM (run_result.json).
+    """
+
+    planned: int = 0
+    ran: int = 0
+    completed: int = 0
+    infra_errors: int = 0
+    interrupted: bool = False
+    endings: dict[str, CaseEnding] = Field(default_factory=dict)
+
+    @property
+    def not_completed(self) -> dict[str, CaseEnding]:
+        return {case: ending for case, ending in self.endings.items() if not ending.completed}
+
+    @property
+    def nothing_completed(self) -> bool:
+        return self.planned > 0 and self.completed == 0
+
+    def to_data(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude={"endings"})
+        data["endings"] = {case: e.model_dump(mode="json", exclude_none=True) for case, e in self.endings.items()}
+        return data
+
+
+def case_ending(outcome: CaseOutcome | None) -> CaseEnding:
+    if outcome is None:
+        return CaseEnding(end_reason="error", ran=False, completed=False, error="no outcome was recorded for the case")
+    return CaseEnding(end_reason=outcome.end_reason, ran=agent_ran(outcome), completed=standing(outcome) == "completed",
+                      exit_code=outcome.exit_code, duration_s=outcome.duration_s, error=outcome.error)
+
+
+def count_cases(outcomes: Mapping[str, CaseOutcome | None], *, planned: int = 0,
+                interrupted: bool = False) -> CaseCounts:
+    """The `cases:` block from every case's outcome (pure); `planned` never counts fewer than the cases given."""
+    endings = {case: case_ending(outcome) for case, outcome in outcomes.items()}
+    return CaseCounts(
+        planned=max(planned, len(endings)),
+        ran=sum(1 for e in endings.values() if e.ran),
+        completed=sum(1 for e in endings.values() if e.completed),
+        infra_errors=sum(1 for e in endings.values() if e.end_reason == "infra_error"),
+        interrupted=interrupted,
+        endings=endings,
+    )
+
+
+def read_cases(run: FinishedRun, case_ids: Sequence[str]) -> CaseCounts:
+    """The `cases:` block of a run directory: its case outcomes, and run_result.json's `planned`/`interrupted`."""
+    planned = run.result.get("planned")
+    return count_cases({case: run.outcome(case) for case in case_ids},
+                       planned=planned if isinstance(planned, int) and not isinstance(planned, bool) else 0,
+                       interrupted=run.result.get("interrupted") is True)
+
+
 class Summary(BaseModel):
     run_id: str
     eval: str
@@ -50,6 +123,9 @@ class Summary(BaseModel):
     per_case: dict[str, dict[str, CaseResult]]
     run_metrics: dict[str, float] | None = None
     thresholds: ThresholdsVerdict
+    cases: CaseCounts | None = None  # None: not known (a summary written before this field)
+    offline: bool = False  # the model was scripted: costs are what the scripts' `usage:` made up
+    cost_usd: float | None = None  # the run's total, as the gateways charged it
 
     @property
     def judge_meta(self) -> list[JudgeMeta]:
@@ -78,6 +154,9 @@ class Summary(BaseModel):
                 "checks": [check.model_dump() for check in self.thresholds.checks],
                 "regressions": [check.line() for check in self.thresholds.regressions],
             },
+            "cases": self.cases.to_data() if self.cases is not None else None,
+            "offline": self.offline,
+            "cost_usd": self.cost_usd,
         }
 
 
@@ -128,6 +207,9 @@ def summarize(
     per_case: Mapping[str, Mapping[str, CaseResult]],
     thresholds: Mapping[str, ThresholdConfig],
     run_metrics: dict[str, float] | None,
+    cases: CaseCounts | None = None,
+    offline: bool = False,
+    cost_usd: float | None = None,
 ) -> Summary:
     """Statistics and the thresholds verdict from per-case results (pure)."""
     stats = {
@@ -150,6 +232,9 @@ def summarize(
         per_case={case: dict(results) for case, results in per_case.items()},
         run_metrics=run_metrics,
         thresholds=ThresholdsVerdict(passed=not regressions(checks), config=dict(thresholds), checks=checks),
+        cases=cases,
+        offline=offline,
+        cost_usd=cost_usd,
     )
 
 

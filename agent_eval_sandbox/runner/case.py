@@ -7,6 +7,12 @@ upstream, the gateway channel, the hook broker, the sandbox — it registers on
 the case's `CaseParts`, which releases all of it whatever happened; after_each
 runs before that, always. `run_case` ends in a `CaseOutcome` and never raises
 an `Exception`: what one case runs into is its own error, not the run's.
+
+The tool's own plumbing is not the skill's: creating the sandbox and copying
+the workspace in are retried (nothing of the agent ran yet), and what still
+fails there — or in starting the agent, or the case's gateway channel — ends
+the case `infra_error`. Nothing is retried once the agent started: it may
+have spent money. A case stopped by Ctrl-C/SIGTERM ends `interrupted`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.errors import DockerUnavailableError, UserError
 from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.interception import (
@@ -32,7 +38,7 @@ from agent_eval_sandbox.interception.broker import TimedAnswerer
 from agent_eval_sandbox.lifecycle import CaseInfo, HookFailed, Phase
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
 from agent_eval_sandbox.rundir.layout import CaseDir
-from agent_eval_sandbox.rundir.models import CaseOutcome
+from agent_eval_sandbox.rundir.models import CaseOutcome, EndReason
 from agent_eval_sandbox.rundir.write import append_text, write_json
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
@@ -40,8 +46,12 @@ from agent_eval_sandbox.runner.collect import collect_case
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.workspace import stage_invocation_workspace
-from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError
+from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError, SandboxInfraError, SandboxSpec
 from agent_eval_sandbox.sandbox.policy import sandbox_spec
+
+
+class PlumbingError(Exception):
+    """A part of the tool a case needs could not be had (its gateway channel): an `infra_error`."""
 
 
 class CaseParts:
@@ -94,18 +104,26 @@ def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts
     managed.write_text(json.dumps(settings.managed_settings, indent=2))
     managed.chmod(0o644)
     upstream = parts.stack.enter_context(ctx.models.case_upstream(invocation))
-    channel = ctx.gateway.open_channel(
-        invocation.id,
-        channel_dir / paths.GATEWAY_SOCKET_NAME,
-        ctx.settings.max_budget_usd,
-        out.gateway_log,
-        upstream_url=upstream,
-        cassette_path=out.cassette if ctx.models.records else None,
-    )
+    try:
+        channel = ctx.gateway.open_channel(
+            invocation.id,
+            channel_dir / paths.GATEWAY_SOCKET_NAME,
+            ctx.settings.max_budget_usd,
+            out.gateway_log,
+            upstream_url=upstream,
+            cassette_path=out.cassette if ctx.models.records else None,
+        )
+    except (UserError, OSError) as exc:
+        raise PlumbingError(f"the model gateway of the case could not start: {exc}") from exc
     parts.stack.callback(channel.close)
     parts.channel = channel
     status.channel_cost = lambda: channel.spent_usd
     return StagedCase(invocation, out, workspace, collected, transcripts, channel_dir, managed, settings, workspace_env)
+
+
+# Creating a sandbox and copying the workspace in: tries, and the waits between them.
+CREATE_ATTEMPTS = 3
+CREATE_RETRY_DELAYS_S = (1.0, 3.0)
 
 
 class LazySandbox:
@@ -113,7 +131,9 @@ class LazySandbox:
 
     Host-scope before_each hooks prepare the staged workspace before it is
     copied in; a case whose before_each has no container-scope hook does not
-    wait for a sandbox before its hooks.
+    wait for a sandbox before its hooks. Creation and copy-in are retried
+    (`CREATE_ATTEMPTS`): nothing of the case ran in the sandbox yet. What still
+    fails is a `SandboxInfraError`.
     """
 
     def __init__(self, ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseStatus) -> None:
@@ -126,19 +146,40 @@ class LazySandbox:
 
     def get(self) -> Sandbox:
         if self._parts.sandbox is None:
-            ctx, staged = self._ctx, self._staged
-            if ctx.cancelled.is_set():
-                raise SandboxError(INTERRUPTED)
+            ctx = self._ctx
             self._status.state = "starting"
-            mounts = [BindMount(staged.channel_dir, paths.RUN_DIR),
-                      BindMount(staged.managed_settings, paths.MANAGED_SETTINGS)]
-            mounts += [BindMount(r.host_path, r.container_path) for r in ctx.resources]
-            spec = sandbox_spec(ctx.config.sandbox, image=ctx.image_ref, run_id=ctx.run_id,
-                                case_id=staged.invocation.id, timeout_s=ctx.settings.timeout_s, now=time.time(),
-                                mounts=mounts)
-            self._parts.sandbox = ctx.backend.create(spec)
-            self._copy_in()
+            for attempt in range(1, CREATE_ATTEMPTS + 1):
+                if ctx.cancelled.is_set():
+                    raise SandboxError(INTERRUPTED)
+                try:
+                    self._parts.sandbox = ctx.backend.create(self._spec())
+                    self._copy_in()
+                    break
+                except (SandboxError, DockerUnavailableError) as exc:
+                    self._discard()
+                    if attempt == CREATE_ATTEMPTS:
+                        raise SandboxInfraError(
+                            f"the sandbox could not be started ({attempt} attempts): {exc}") from exc
+                    ctx.warn(f"{self._staged.invocation.id}: starting the sandbox failed, retrying: {exc}")
+                    ctx.cancelled.wait(CREATE_RETRY_DELAYS_S[min(attempt, len(CREATE_RETRY_DELAYS_S)) - 1])
+        assert self._parts.sandbox is not None
         return self._parts.sandbox
+
+    def _spec(self) -> SandboxSpec:
+        ctx, staged = self._ctx, self._staged
+        mounts = [BindMount(staged.channel_dir, paths.RUN_DIR),
+                  BindMount(staged.managed_settings, paths.MANAGED_SETTINGS)]
+        mounts += [BindMount(r.host_path, r.container_path) for r in ctx.resources]
+        return sandbox_spec(ctx.config.sandbox, image=ctx.image_ref, run_id=ctx.run_id,
+                            case_id=staged.invocation.id, timeout_s=ctx.settings.timeout_s, now=time.time(),
+                            mounts=mounts)
+
+    def _discard(self) -> None:
+        """Remove a sandbox whose copy-in failed, so the next attempt starts clean."""
+        box, self._parts.sandbox = self._parts.sandbox, None
+        if box is not None:
+            with contextlib.suppress(Exception):  # the run's teardown removes what this could not
+                box.destroy()
 
     def _copy_in(self) -> None:
         assert self._parts.sandbox is not None
@@ -202,6 +243,10 @@ def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: 
     for key in env.dropped:
         ctx.warn(f"{staged.invocation.id}: {key} is set by the sandbox itself; the configured value is ignored")
     start_broker(ctx, staged, parts, env.env)
+    if ctx.cancelled.is_set():  # its sandbox may have been made while the run's were being removed
+        raise SandboxError(INTERRUPTED)
+    if parts.channel is not None and not parts.channel.serving:
+        raise PlumbingError("the model gateway of the case stopped serving before the agent started")
     status.state = "running"
     with open(staged.out.stdout_log, "wb") as stdout, open(staged.out.stderr_log, "wb") as stderr:
         return box.exec(argv, env=env.env, cwd=paths.WORKSPACE, stdout=stdout, stderr=stderr,
@@ -251,8 +296,7 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
     started_wall = time.time()
     if ctx.cancelled.is_set():
         # Nothing of a case runs once the run is interrupted, its hooks least of all.
-        return _ended(status, uncollected_outcome(ctx, invocation, ctx.run_dir.case(invocation.id), started_wall,
-                                                  0.0, ChannelUse(), INTERRUPTED))
+        return _ended(status, interrupted_outcome(ctx, invocation, started_wall))
     parts = CaseParts()
     staged: StagedCase | None = None
     agent = AgentRun(error="the case did not start")
@@ -271,9 +315,10 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
         outcome = collect_case(ctx, staged, agent, ChannelUse.of(parts.channel), started_wall, status.elapsed)
     except Exception as exc:  # preparing or collecting failed: still this case's error only
         out = staged.out if staged is not None else ctx.run_dir.case(invocation.id)
+        reason: EndReason = "infra_error" if isinstance(exc, PlumbingError) else "error"
         outcome = uncollected_outcome(ctx, invocation, out, started_wall, status.elapsed, ChannelUse.of(parts.channel),
                                       internal_error("preparing the case" if staged is None else
-                                                     "collecting the case's results", exc, out))
+                                                     "collecting the case's results", exc, out), end_reason=reason)
     return _ended(status, outcome)
 
 
@@ -293,13 +338,21 @@ def _middle(ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseS
     try:
         hook_outputs = before_each(ctx, staged, sandbox, status)
         result = run_agent(ctx, staged, sandbox, parts, hook_outputs, status)
+        # Host-side truth the agent cannot fake: its socket file is mounted read-only and the
+        # server thread is ours. A gateway that stopped serving failed the agent, not the reverse.
+        gateway_down = parts.channel is not None and not parts.channel.serving
         copy_out(ctx, staged, sandbox.get(), status)
         copied = True
+        if gateway_down:
+            return AgentRun(result=result, error="the model gateway of the case stopped serving while the agent ran",
+                            copied_out=True, infra=True)
         return AgentRun(result=result, copied_out=True)
     except HookFailed as exc:
         return AgentRun(result=result, error=exc.render(), hook_failed=True, copied_out=copied)
     except UserError as exc:
         return AgentRun(result=result, error=exc.render(), copied_out=copied)
+    except (SandboxInfraError, PlumbingError) as exc:
+        return AgentRun(result=result, error=str(exc), copied_out=copied, infra=True)
     except SandboxError as exc:
         return AgentRun(result=result, error=str(exc), copied_out=copied)
     except Exception as exc:  # whatever this case ran into (a limit it pushed the host to, a bug) is its own
@@ -309,7 +362,7 @@ def _middle(ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseS
 
 
 def _with_error(agent: AgentRun, error: str) -> AgentRun:
-    return agent if agent.error else AgentRun(agent.result, error, agent.hook_failed, agent.copied_out)
+    return agent if agent.error else AgentRun(agent.result, error, agent.hook_failed, agent.copied_out, agent.infra)
 
 
 def internal_error(action: str, exc: Exception, out: CaseDir) -> str:
@@ -320,13 +373,21 @@ def internal_error(action: str, exc: Exception, out: CaseDir) -> str:
     return message
 
 
-def uncollected_outcome(ctx: RunContext, invocation: Invocation, out: CaseDir, started_wall: float,
-                        duration: float, channel: ChannelUse, error: str) -> CaseOutcome:
-    """The case's outcome when its results could not be collected: an error, never a crashed run."""
+def interrupted_outcome(ctx: RunContext, invocation: Invocation, started_wall: float | None = None) -> CaseOutcome:
+    """The outcome of a case the run was stopped before (its case directory gets it too)."""
+    return uncollected_outcome(ctx, invocation, ctx.run_dir.case(invocation.id), started_wall, 0.0, ChannelUse(),
+                               INTERRUPTED, end_reason="interrupted")
+
+
+def uncollected_outcome(ctx: RunContext, invocation: Invocation, out: CaseDir, started_wall: float | None,
+                        duration: float, channel: ChannelUse, error: str,
+                        end_reason: EndReason = "error") -> CaseOutcome:
+    """The case's outcome when its results could not be collected: an error, never a crashed run.
+    Once the run is interrupted, `interrupted`."""
     outcome = CaseOutcome(
         case_id=invocation.id,
         cases=[c.id for c in invocation.cases],
-        end_reason="error",
+        end_reason="interrupted" if ctx.cancelled.is_set() else end_reason,
         duration_s=round(duration, 3),
         started_at=started_wall,
         cost_usd=channel.gateway.spent_usd,

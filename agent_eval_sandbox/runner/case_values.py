@@ -48,6 +48,9 @@ class AgentRun:
     error: str | None = None
     hook_failed: bool = False
     copied_out: bool = False
+    # The tool's own plumbing failed (sandbox creation, copy-in, starting the agent, the gateway):
+    # the case ends `infra_error`, not the skill's failure.
+    infra: bool = False
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from agent_eval_sandbox.runner.batch import assign_files
 from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
 from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, diff_chunks
 from agent_eval_sandbox.runner.context import RunContext
-from agent_eval_sandbox.runner.ending import ending
+from agent_eval_sandbox.runner.ending import GATEWAY_UNREACHABLE, ending
 from agent_eval_sandbox.runner.events import (
     StreamReader,
     StreamSummary,
@@ -30,6 +30,7 @@ from agent_eval_sandbox.runner.events import (
 )
 from agent_eval_sandbox.runner.integrity import StreamVerifier, verified
 from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.sandbox.base import ExecResult
 
 
 def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: ChannelUse, started_wall: float,
@@ -52,7 +53,8 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
     mismatch = ctx.models.replay_mismatch(staged.invocation)
     end = ending(result, summary, refused=channel.gateway.refused, hook_failed=agent.hook_failed, error=agent.error,
                  background_killed=background_tasks_killed(stderr_text), timeout_s=ctx.settings.timeout_s,
-                 budget_usd=ctx.settings.max_budget_usd, replay_mismatch=mismatch.summary if mismatch else None)
+                 budget_usd=ctx.settings.max_budget_usd, replay_mismatch=mismatch.summary if mismatch else None,
+                 infra=agent.infra or gateway_unreachable(result, channel), interrupted=ctx.cancelled.is_set())
     error = agent.error
     if end.end_reason == "replay_mismatch" and mismatch is not None:
         write_text(out.replay_diff, mismatch.diff)
@@ -89,6 +91,12 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
     if not config.is_batch:
         write_json(out.result, outcome.to_data())
     return outcome
+
+
+def gateway_unreachable(result: ExecResult | None, channel: ChannelUse) -> bool:
+    """The launcher found the gateway socket taking no connection, and the gateway agrees: it saw no
+    request. Before the agent started nothing of the skill ran, so this is the tool's failure."""
+    return result is not None and result.exit_code == GATEWAY_UNREACHABLE and channel.gateway.requests == 0
 
 
 def _integrity_notes(verifier: StreamVerifier) -> list[str]:

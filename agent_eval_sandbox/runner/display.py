@@ -1,13 +1,16 @@
 """Progress while a run runs, and the final table.
 
 On a terminal: a live table (case, state, elapsed, cost). Elsewhere (CI logs):
-one line each time a case changes state, so the log reads top to bottom.
+one line each time a case changes state, so the log reads top to bottom. When
+an exception (a second Ctrl-C) ends the display, the table stays on screen
+with the run directory under it; otherwise the caller prints the final one.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 
 from rich.console import Console
@@ -24,7 +27,8 @@ def status_table(statuses: Sequence[CaseStatus], title: str | None = None) -> Ta
     table.add_column("elapsed", justify="right")
     table.add_column("cost", justify="right")
     for status in statuses:
-        style = {"done": "green", "queued": "dim"}.get(status.state, "yellow" if status.finished is None else "red")
+        style = {"done": "green", "queued": "dim", "interrupted": "magenta"}.get(
+            status.state, "yellow" if status.finished is None else "red")
         table.add_row(status.id, f"[{style}]{status.state}[/]", f"{status.elapsed:.1f}s", f"${status.cost:.4f}")
     return table
 
@@ -32,9 +36,11 @@ def status_table(statuses: Sequence[CaseStatus], title: str | None = None) -> Ta
 class ProgressDisplay:
     """Context manager that shows `statuses` until the run ends."""
 
-    def __init__(self, statuses: Sequence[CaseStatus], console: Console, *, enabled: bool = True) -> None:
+    def __init__(self, statuses: Sequence[CaseStatus], console: Console, *, enabled: bool = True,
+                 run_dir: Path | None = None) -> None:
         self._statuses = statuses
         self._console = console
+        self._run_dir = run_dir
         self._enabled = enabled
         self._live: Live | None = None
         self._stop = threading.Event()
@@ -76,4 +82,8 @@ class ProgressDisplay:
         if self._enabled:
             self.refresh()
         if self._live is not None:
+            if exc_type is not None:
+                self._live.transient = False  # the run is being torn down: leave the last table on screen
             self._live.__exit__(exc_type, exc, tb)
+        if exc_type is not None and self._enabled and self._run_dir is not None:
+            self._console.print(f"stopped; what finished is in {self._run_dir}", highlight=False, markup=False)

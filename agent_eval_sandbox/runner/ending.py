@@ -17,8 +17,10 @@ from agent_eval_sandbox.runner.events import StreamSummary
 from agent_eval_sandbox.sandbox.base import EndReason as ExecEnd
 from agent_eval_sandbox.sandbox.base import ExecResult
 
-# The launcher's own exit code when it could not start the agent.
+# The launcher's own exit codes (inside/run_agent.py) when it did not start the agent: it could not,
+# or the case's gateway socket took no connection.
 LAUNCH_FAILED = 125
+GATEWAY_UNREACHABLE = 124
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ def end_reason_of(result: ExecResult | None, *, refused: int, cli_budget_stop: b
         return "oom_killed"
     if result.end_reason is ExecEnd.SIGNALED:
         return "signaled"
-    if result.exit_code == LAUNCH_FAILED:
+    if result.exit_code in (LAUNCH_FAILED, GATEWAY_UNREACHABLE):
         return "error"
     if refused or cli_budget_stop:
         return "budget_exhausted"
@@ -67,6 +69,10 @@ def limits_hit_of(result: ExecResult | None, *, refused: int, cli_budget_stop: b
     return tuple(hit)
 
 
+# What the teardown of an interrupted run does to a case that was running.
+ENDED_BY_INTERRUPT: frozenset[str] = frozenset({"error", "signaled", "infra_error"})
+
+
 def ending(
     result: ExecResult | None,
     summary: StreamSummary,
@@ -78,8 +84,12 @@ def ending(
     timeout_s: float,
     budget_usd: float,
     replay_mismatch: str | None = None,
+    infra: bool = False,
+    interrupted: bool = False,
 ) -> Ending:
-    """`replay_mismatch`: a replayed case's mismatch (its one line), if it had one."""
+    """`replay_mismatch`: a replayed case's mismatch (its one line), if it had one; `infra`: the tool's own
+    plumbing failed (`AgentRun.infra`); `interrupted`: the run was stopped (Ctrl-C/SIGTERM) while the case ran,
+    so an error or a signal is the teardown's doing."""
     budget_stop = summary.budget_exhausted
     agent_reason = end_reason_of(result, refused=refused, cli_budget_stop=budget_stop, hook_failed=hook_failed,
                                  replay_mismatch=replay_mismatch is not None)
@@ -87,6 +97,10 @@ def ending(
     # command did, the case's results are not all there.
     reason: EndReason = ("error" if error is not None and agent_reason not in ("hook_failed", "replay_mismatch")
                          else agent_reason)
+    if infra and agent_reason not in ("hook_failed", "replay_mismatch"):
+        reason = "infra_error"
+    if interrupted and reason in ENDED_BY_INTERRUPT:
+        reason = "interrupted"
     exit_code = result.exit_code if result is not None else None
     notes: list[str] = []
     if agent_reason == "timed_out":

@@ -2,29 +2,87 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
+from agent_eval_sandbox import exit_codes
 from agent_eval_sandbox.rundir.models import CaseOutcome
-from agent_eval_sandbox.runner.case import run_case
+from agent_eval_sandbox.runner.case import interrupted_outcome, run_case
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
 
 
-def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequence[CaseStatus]) -> list[CaseOutcome]:
-    """Every invocation's outcome, in order. On Ctrl-C or SIGTERM (an exception out of the
-    wait), cases not started yet never start, and the ones running end with their sandboxes."""
+@dataclass(frozen=True)
+class Scheduled:
+    """Every invocation's outcome, in order; `interrupted_by` the Ctrl-C/SIGTERM that stopped the run."""
+
+    outcomes: list[CaseOutcome]
+    interrupted_by: KeyboardInterrupt | SystemExit | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        """130 (SIGINT) or 143 (SIGTERM) once interrupted, else None."""
+        if isinstance(self.interrupted_by, KeyboardInterrupt):
+            return exit_codes.SIGINT
+        if isinstance(self.interrupted_by, SystemExit):
+            code = self.interrupted_by.code
+            return code if isinstance(code, int) else exit_codes.SIGTERM
+        return None
+
+
+def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequence[CaseStatus]) -> Scheduled:
+    """Every invocation's outcome, in order.
+
+    On Ctrl-C or SIGTERM (an exception out of the wait: `sandbox/teardown.run_scope` has removed
+    the run's sandboxes by then), cases not started yet never start and get an `interrupted`
+    outcome, and the ones running end with their sandboxes; the run's outcomes are returned
+    with what interrupted it, for the caller to record before it exits.
+    """
     pool = ThreadPoolExecutor(max_workers=max(1, ctx.settings.parallelism), thread_name_prefix="case")
+    futures = [
+        # The slot names the case's staging directory: short, for the unix socket paths in it.
+        pool.submit(run_case, ctx, invocation, status, f"{index:04d}")
+        for index, (invocation, status) in enumerate(zip(invocations, statuses, strict=True))
+    ]
+    interrupted_by: KeyboardInterrupt | SystemExit | None = None
     try:
-        futures = [
-            # The slot names the case's staging directory: short, for the unix socket paths in it.
-            pool.submit(run_case, ctx, invocation, status, f"{index:04d}")
-            for index, (invocation, status) in enumerate(zip(invocations, statuses, strict=True))
-        ]
-        outcomes = [future.result() for future in futures]
+        for future in futures:
+            future.result()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        interrupted_by = exc
+        ctx.cancelled.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        _drain(ctx, futures)
     except BaseException:
         ctx.cancelled.set()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
-    return outcomes
+    outcomes = [_outcome(ctx, future, invocation, status)
+                for future, invocation, status in zip(futures, invocations, statuses, strict=True)]
+    return Scheduled(outcomes, interrupted_by)
+
+
+# While the started cases end after an interrupt: how often the run's sandboxes are swept again.
+SWEEP_INTERVAL_S = 1.0
+
+
+def _drain(ctx: RunContext, futures: Sequence[Future[CaseOutcome]]) -> None:
+    """Wait for the cases already started, removing the run's sandboxes again and again meanwhile:
+    one being created while the first sweep ran would otherwise hold its case (and the run) until its
+    deadline."""
+    while not all(future.done() for future in futures):
+        with contextlib.suppress(Exception):  # the run's final teardown tries again
+            ctx.backend.destroy_run(ctx.run_id)
+        wait(futures, timeout=SWEEP_INTERVAL_S)
+
+
+def _outcome(ctx: RunContext, future: Future[CaseOutcome], invocation: Invocation, status: CaseStatus) -> CaseOutcome:
+    if future.done() and not future.cancelled():
+        return future.result()
+    # Cancelled before it started: it never ran, and says so.
+    outcome = interrupted_outcome(ctx, invocation)
+    status.state = "interrupted"
+    return outcome

@@ -15,6 +15,7 @@ from agent_eval_sandbox.sandbox.base import (
     Sandbox,
     SandboxBackend,
     SandboxError,
+    SandboxInfraError,
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.registry import (
@@ -36,6 +37,7 @@ __all__ = [
     "Sandbox",
     "SandboxBackend",
     "SandboxError",
+    "SandboxInfraError",
     "SandboxSpec",
     "SkippedEntry",
     "backend_names",

@@ -26,6 +26,7 @@ import docker
 import docker.errors
 from docker.utils.socket import frames_iter
 
+from agent_eval_sandbox.errors import DockerUnavailableError
 from agent_eval_sandbox.sandbox.archive import (
     ChunkStream,
     CopyInReport,
@@ -40,6 +41,7 @@ from agent_eval_sandbox.sandbox.base import (
     OnTimeout,
     Sandbox,
     SandboxError,
+    SandboxInfraError,
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
@@ -50,27 +52,9 @@ from agent_eval_sandbox.sandbox.outcome import (
     classify_end,
     parse_probe,
 )
+from agent_eval_sandbox.sandbox.process_scripts import EXEC_MARKER
+from agent_eval_sandbox.sandbox.process_scripts import KILLER as _KILLER
 
-# Set on "kill_exec" commands so that their processes (and children that
-# inherit the environment) can be found and killed inside the sandbox: the
-# exec's pid on the host is not visible to a controller running elsewhere.
-EXEC_MARKER = "AGENT_EVAL_EXEC"
-_KILLER = (
-    "import os,sys\n"
-    "mark=sys.argv[1].encode()\n"
-    "for _ in range(20):\n"
-    "  hit=0\n"
-    "  for p in os.listdir('/proc'):\n"
-    "    if not p.isdigit(): continue\n"
-    "    try:\n"
-    "      if mark not in open('/proc/'+p+'/environ','rb').read().split(b'\\0'): continue\n"
-    "      hit=1\n"
-    "      try: os.killpg(int(p),9)\n"
-    "      except OSError: pass\n"
-    "      os.kill(int(p),9)\n"
-    "    except OSError: pass\n"
-    "  if not hit: break\n"
-)
 # Kills every process of the sandbox user but itself; docker-init and the main
 # process run as another user and stay.
 _REAPER = (
@@ -234,18 +218,24 @@ class DockerSandbox(Sandbox):
         started = time.monotonic()
         deadline = started + timeout if timeout is not None else None
         before = self._counters
-        with docker_errors(f"starting {list(cmd)[:1]} in sandbox {self._name}"):
-            exec_id = self._api.exec_create(
-                self._id,
-                list(cmd),
-                stdout=True,
-                stderr=True,
-                stdin=stdin is not None,
-                user=user or self._spec.hardening.user,
-                environment=environment or None,
-                workdir=cwd,
-            )["Id"]
-            pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
+        try:
+            with docker_errors(f"starting {list(cmd)[:1]} in sandbox {self._name}"):
+                exec_id = self._api.exec_create(
+                    self._id,
+                    list(cmd),
+                    stdout=True,
+                    stderr=True,
+                    stdin=stdin is not None,
+                    user=user or self._spec.hardening.user,
+                    environment=environment or None,
+                    workdir=cwd,
+                )["Id"]
+                pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
+        except (SandboxError, DockerUnavailableError) as exc:
+            if self._destroyed:
+                raise SandboxError(f"cannot run a command: sandbox {self._name} was destroyed") from exc
+            # Nothing of the command ran yet: the daemon failed us, not the command.
+            raise SandboxInfraError(str(exc)) from exc
         pump.start()
         if stdin is not None:
             pump.feed(stdin)

@@ -33,9 +33,11 @@ def _destroy_quietly(backend: SandboxBackend, run_id: str) -> None:
 
 
 @contextmanager
-def run_scope(backend: SandboxBackend, run_id: str) -> Iterator[None]:
+def run_scope(backend: SandboxBackend, run_id: str, cancelled: threading.Event | None = None) -> Iterator[None]:
     """Own every sandbox object of `run_id` for the duration of the block.
 
+    On a signal, `cancelled` is set first — before the removal, so that no case
+    starts in the meantime on a worker the removal just freed.
     On SIGINT: remove them, then raise KeyboardInterrupt (the CLI exits 130).
     On SIGTERM: remove them, then raise SystemExit(143).
     On leaving the block in any way: remove whatever is left.
@@ -53,6 +55,8 @@ def run_scope(backend: SandboxBackend, run_id: str) -> Iterator[None]:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         for sig in HANDLED:  # a second Ctrl-C must not interrupt the removal
             signal.signal(sig, signal.SIG_IGN)
+        if cancelled is not None:
+            cancelled.set()
         _destroy_quietly(backend, run_id)
         restore()
         if signum == signal.SIGINT:

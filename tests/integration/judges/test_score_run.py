@@ -46,8 +46,8 @@ thresholds:
 def _run(tmp_path: Path, eval_yaml: str = EVAL) -> Path:
     config = make_project(tmp_path, eval_yaml, {"ok": {"annotations": {"tier": "gold"}}, "plain": {}, "crashed": {}})
     run = make_run(tmp_path, config, {
-        "ok": {"run_result.json": case_result(agent_duration_s=10.0), "artifacts/report.md": "# Report"},
-        "plain": {"run_result.json": case_result(end_reason="timed_out", exit_code=-1, agent_duration_s=5.0)},
+        "ok": {"run_result.json": case_result(), "artifacts/report.md": "# Report"},
+        "plain": {"run_result.json": case_result(end_reason="timed_out", exit_code=-1)},
     })
     result = json.loads((run / "run_result.json").read_text())
     result["per_case"]["crashed"] = {"end_reason": "error", "error": "sandbox vanished"}
@@ -60,33 +60,37 @@ def test_every_case_and_judge_gets_a_verdict(tmp_path: Path) -> None:
     per_case = result.summary.per_case
     assert list(per_case) == ["crashed", "ok", "plain"]
     assert list(per_case["ok"]) == ["has_report", "gold_only", "needs_tier", "budget", "tool_judge"]  # no pairwise
-    assert [per_case[c]["has_report"].value for c in ("crashed", "ok", "plain")] == [False, True, False]
+    assert [per_case[c]["has_report"].value for c in ("crashed", "ok", "plain")] == [None, True, False]
+    # the crashed case never ran: no judge ran on it, every result says so and none is a pass
+    assert {r.status for r in per_case["crashed"].values()} == {"not_run"}
+    assert per_case["crashed"]["budget"].error == "not judged: the case did not run (end_reason: error): sandbox vanished"
+    # the timed-out case ran: judged on what it left, and marked
+    assert per_case["plain"]["has_report"].incomplete is True and per_case["plain"]["has_report"].end_reason == "timed_out"
     assert per_case["plain"]["gold_only"].status == "skipped"
     assert per_case["plain"]["gold_only"].rationale == "Skipped: condition 'annotations.get('tier') == 'gold'' is false"
     assert per_case["ok"]["gold_only"].value is True
     assert per_case["plain"]["needs_tier"].status == "error" and "raised KeyError" in per_case["plain"]["needs_tier"].error
-    assert per_case["crashed"]["budget"].value is False
-    assert per_case["crashed"]["budget"].rationale.startswith("No cost data available")
-    # The agent judge has no model here: an error on every case, and no sandbox for a case that never ran.
+    # the agent judge has no model here: an error where the case ran (no sandbox starts), not_run where it did not
     assert per_case["ok"]["tool_judge"].status == "error" and "no model" in per_case["ok"]["tool_judge"].error
-    assert per_case["crashed"]["tool_judge"].status == "error" and "never ran" in per_case["crashed"]["tool_judge"].error
     judges = result.summary.judges
-    assert judges["gold_only"].skipped_cases == 2 and judges["needs_tier"].errored_cases == 2
+    assert judges["gold_only"].skipped_cases == 1 and judges["needs_tier"].errored_cases == 1
+    assert judges["has_report"].not_run_cases == 1 and judges["has_report"].pass_rate == 1 / 3
     assert judges["tool_judge"].status == "ERROR"
 
 
 def test_a_failing_threshold_exits_1_and_names_the_threshold(tmp_path: Path) -> None:
     result = score_run(_run(tmp_path))
     assert result.exit_code == 1
-    assert result.text_lines()[-3:] == [
-        "REGRESSIONS: 2 detected",
+    assert result.text_lines()[-4:] == [
+        "REGRESSIONS: 3 detected",
         "  [has_report] pass_rate: >= 0.5 -> 0.3333",
-        "  [tool_judge] pass_rate: >= 0.5 -> n/a   pass_rate unavailable — judge errored on 3 cases; see the per-case rationales",
+        "  [tool_judge] pass_rate: >= 0.5 -> n/a   no case was judged: 1 of 3 never ran, 2 errored (see the cases' end reasons)",
+        "  [budget] error_rate: <= 0.0 -> 0.3333",
     ]
 
 
 def test_met_thresholds_exit_0(tmp_path: Path) -> None:
-    eval_yaml = EVAL.split("thresholds:")[0] + "thresholds:\n  budget: {min_pass_rate: 0.6, max_error_rate: 0.0}\n  has_report: {min_mean: 0.3}\n"
+    eval_yaml = EVAL.split("thresholds:")[0] + "thresholds:\n  budget: {min_pass_rate: 0.6, max_error_rate: 0.34}\n  has_report: {min_mean: 0.3}\n"
     result = score_run(_run(tmp_path, eval_yaml))
     assert result.exit_code == 0 and result.text_lines()[-1] == "REGRESSIONS: 0"
     assert result.to_json()["passed"] is True

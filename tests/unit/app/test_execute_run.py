@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,16 +18,18 @@ import pytest
 from rich.console import Console
 
 from agent_eval_sandbox.app.run import RunOutcome, RunRequest, execute_run
+from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import load_dataset
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.config.settings import CliOverrides, resolve_run_settings
 from agent_eval_sandbox.errors import RuntimeNotRegisteredError
 from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.runner import case
 from agent_eval_sandbox.runner.plan import plan_invocations
-from agent_eval_sandbox.sandbox.base import SandboxSpec
-from agent_eval_sandbox.sandbox.fake import ExecCall, FakeBackend
+from agent_eval_sandbox.sandbox.base import SandboxError, SandboxSpec
+from agent_eval_sandbox.sandbox.fake import ExecCall, FakeBackend, Hang, Reply
 from agent_eval_sandbox.sandbox.image import ImageSettings, SandboxImage
-from tests.unit.runner.fake_cli import FakeCli
+from tests.unit.runner.fake_cli import FakeCli, is_agent
 from tests.unit.runner.pipeline_fixture import Project
 
 JUDGED = """
@@ -172,3 +176,53 @@ def test_an_agent_given_the_fake_backend_sees_only_its_own_sandbox(project, back
     cli.before = look
     _execute(project, backend, ImageStep())
     assert found["c1"] == found["c2"] == ["input.yaml", "out", "seed.txt"]
+
+
+# ---- interrupted runs and infrastructure errors ---------------------------------------------------
+
+
+def test_ctrl_c_mid_run_records_what_finished_and_marks_the_run_interrupted(project, backend, cli):
+    project.eval_yaml(JUDGED)
+    for case_id in ("c1", "c2", "c3"):
+        project.case(case_id)
+
+    def second_case_interrupts(call: ExecCall) -> Reply | Hang:
+        if is_agent(call) and call.sandbox.spec.case_id == "c2":
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            return Hang()  # only the removal of its sandbox ends it
+        return cli(call)
+
+    backend.behaviour = second_case_interrupts
+    outcome, err = _execute(project, backend, ImageStep())
+
+    assert outcome.interrupted_exit == 130 and outcome.score is None  # not judged after Ctrl-C
+    result = json.loads(outcome.run_dir.run_result.read_text())
+    assert (result["interrupted"], result["planned"], result["finished"]) == (True, 3, 1)
+    assert result["end_reasons"] == {"c1": "exited", "c2": "interrupted", "c3": "interrupted"}
+    assert json.loads(outcome.run_dir.case("c3").result.read_text())["end_reason"] == "interrupted"
+    assert backend.live == []
+    # judged afterwards, the planned denominator stays and no interrupted case passes
+    scored = score_run(outcome.run_dir.root)
+    stats = scored.summary.judges["wrote_hello"]
+    assert stats.pass_rate == pytest.approx(1 / 3) and stats.not_run_cases == 2
+    assert [scored.summary.per_case[c]["wrote_hello"].status for c in ("c2", "c3")] == ["not_run", "not_run"]
+    assert scored.summary.cases.interrupted and scored.exit_code == 1
+    assert any(line.startswith("INTERRUPTED: 1 of 3 cases finished") for line in scored.text_lines())
+
+
+def test_a_sandbox_that_never_starts_is_an_infra_error_and_the_run_exits_4(project, backend, monkeypatch):
+    monkeypatch.setattr(case, "CREATE_RETRY_DELAYS_S", (0.0, 0.0))
+    project.eval_yaml(JUDGED)
+    project.case("c1")
+    project.case("c2")
+
+    def c2_never_starts(spec: SandboxSpec) -> None:
+        if spec.case_id == "c2":
+            raise SandboxError("sandbox did not start: its main process never reached the controller")
+
+    backend.on_create = c2_never_starts
+    outcome, _ = _execute(project, backend, ImageStep())
+    assert outcome.result.end_reasons == {"c1": "exited", "c2": "infra_error"}
+    assert outcome.score is not None and outcome.score.exit_code == 4
+    assert outcome.score.summary.per_case["c2"]["wrote_hello"].status == "not_run"
+    assert outcome.score.summary.cases.infra_errors == 1

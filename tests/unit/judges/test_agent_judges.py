@@ -1,5 +1,5 @@
 """Agent judges, the pure parts: which files are staged, the output contract parser, the reduction of
-samples, and the planning that never starts a sandbox for a case whose agent never ran."""
+samples, and the planning of a case's samples."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.app.agent_judging import NEVER_RAN, plan_case
+from agent_eval_sandbox.app.agent_judging import plan_case
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.config.models import OutputConfig
 from agent_eval_sandbox.judges.agent import (
@@ -23,7 +23,6 @@ from agent_eval_sandbox.judges.agent import (
 )
 from agent_eval_sandbox.judges.kinds import AgentJudge, JudgeSetup, make_judge
 from agent_eval_sandbox.judges.verdict import Scale
-from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.runner.judge_agent import stage
 
 SCORE = Scale(is_bool=False, low=0, high=2, declared=True, integer=True)
@@ -187,26 +186,12 @@ def test_samples_are_reduced_like_other_llm_judges(judges):
     assert result.value is False, "a tie is no majority"
 
 
-def _outcome(ran: bool) -> CaseOutcome:
-    return CaseOutcome(case_id="c1", end_reason="exited" if ran else "error", agent_duration_s=1.0 if ran else None)
-
-
 def _record(tmp_path: Path, annotations: dict[str, object] | None = None) -> dict[str, object]:
     return {"files": {}, "annotations": annotations or {}, "case_dir": str(tmp_path / "run" / "cases" / "c1")}
 
 
-def test_a_case_whose_agent_never_ran_gets_no_sandbox_and_no_pass(judges, tmp_path):
-    settled, planned = plan_case(list(judges.values()), _record(tmp_path), "c1", tmp_path, _outcome(ran=False))
-    assert planned == []
-    for result in settled.values():
-        assert result.value is None and result.error == NEVER_RAN
-    settled, planned = plan_case(list(judges.values()), _record(tmp_path), "c1", tmp_path, None)
-    assert planned == [] and set(settled) == {"arch", "gate"}
-
-
 def test_planning_a_case_that_ran_makes_one_job_per_sample(judges, tmp_path):
-    settled, planned = plan_case(list(judges.values()), _record(tmp_path, {"judge": False}), "c1", tmp_path,
-                                 _outcome(ran=True))
+    settled, planned = plan_case(list(judges.values()), _record(tmp_path, {"judge": False}), "c1", tmp_path)
     assert settled["gate"].status == "skipped"  # its `if` is false: no sandbox either
     [(case_id, judge, jobs)] = planned
     assert case_id == "c1" and judge.name == "arch"
@@ -216,3 +201,40 @@ def test_planning_a_case_that_ran_makes_one_job_per_sample(judges, tmp_path):
     assert (job.timeout_s, job.budget_usd, job.model) == (30.0, 0.5, "claude-haiku-4-5")
     assert job.prompt.startswith("Grade it.") and "./output/score.json" in job.prompt
     assert "{{ conversation }}" not in job.prompt
+
+
+# ---- score_run: what reaches the sandboxes ----------------------------------------------------------
+
+
+def test_score_run_plans_no_sample_for_a_case_that_never_ran_and_marks_an_incomplete_one(tmp_path, monkeypatch):
+    from agent_eval_sandbox.app import score as score_module
+
+    from .rundir_fixture import case_result, make_project, make_run
+
+    config = make_project(tmp_path, EVAL.replace("dataset: {path: cases}", "dataset: {path: dataset}"),
+                          {"ran": {}, "stopped": {}, "crashed": {}})
+    run = make_run(tmp_path, config, {
+        "ran": {"run_result.json": case_result(), "out/a.txt": "work"},
+        "stopped": {"run_result.json": case_result(end_reason="timed_out", exit_code=-1), "out/a.txt": "half"},
+        "crashed": {"run_result.json": {"end_reason": "error", "error": "sandbox vanished"}},
+    })
+    seen: list[tuple[str, str, int]] = []
+
+    def fake_judge_planned(planned, loaded, finished, lent, *, offline, say):
+        outcomes = {}
+        for case_id, judge, jobs in planned:
+            seen.extend((case_id, judge.name, job.sample) for job in jobs)
+            outcomes[(case_id, judge.name)] = judge.conclude(
+                [AgentRunOutput(answer_texts=('{"score": 2, "passed": true, "rationale": "r"}',))] * len(jobs))
+        return outcomes
+
+    monkeypatch.setattr(score_module, "judge_planned", fake_judge_planned)
+    result = score_module.score_run(run)
+    assert sorted({(c, j) for c, j, _ in seen}) == [("ran", "arch"), ("ran", "gate"), ("stopped", "arch"),
+                                                   ("stopped", "gate")]
+    assert len(seen) == 8  # arch: 3 samples, gate: 1, on each case that ran
+    per_case = result.summary.per_case
+    assert {r.status for r in per_case["crashed"].values()} == {"not_run"}
+    assert per_case["ran"]["arch"].value == 2 and per_case["ran"]["gate"].value is True
+    assert per_case["stopped"]["arch"].incomplete is True and per_case["stopped"]["arch"].end_reason == "timed_out"
+    assert list(per_case["ran"]) == ["arch", "gate"]

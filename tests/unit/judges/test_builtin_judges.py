@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agent_eval_sandbox.judges.nothing import NothingToJudge
 from agent_eval_sandbox.judges.registry import find_builtin
 from tests.unit.judges.rundir_fixture import assistant, tool
 
@@ -35,13 +36,21 @@ class TestCostBudget:
         assert passed is False and "exceeds" in rationale
 
     @pytest.mark.parametrize("outputs", [{}, {"cost_usd": None}, {"cost_usd": "0.1"}, {"cost_usd": float("nan")}])
-    def test_missing_cost_fails(self, outputs: dict[str, Any]) -> None:
-        assert cost_budget(outputs) == (False, "No cost data available (is traces.metrics off, or did the case crash?)")
+    def test_missing_cost_is_nothing_to_judge_not_a_pass(self, outputs: dict[str, Any]) -> None:
+        with pytest.raises(NothingToJudge, match="no cost was recorded"):
+            cost_budget(outputs)
+
+    def test_a_case_stopped_by_its_budget_fails_however_little_it_spent(self) -> None:
+        """`--max-budget 0`: every request refused, $0 spent — that is not within budget, it is the budget."""
+        passed, rationale = cost_budget({"cost_usd": 0.0, "end_reason": "budget_exhausted"})
+        assert passed is False and "stopped by its budget" in rationale
 
 
 class TestToolCallValidation:
-    def test_no_calls_passes(self) -> None:
-        assert tool_call_validation({"tool_calls": []}) == (True, "No tool calls to validate")
+    @pytest.mark.parametrize("outputs", [{"tool_calls": []}, {}])
+    def test_no_calls_is_nothing_to_judge_not_a_pass(self, outputs: dict[str, Any]) -> None:
+        with pytest.raises(NothingToJudge, match="no tool calls"):
+            tool_call_validation(outputs)
 
     def test_error_flags_dicts_and_error_text_fail(self) -> None:
         ok = {"name": "Read", "result": "file contents", "is_error": False}
@@ -64,8 +73,9 @@ class TestConsultedDocs:
     def _outputs(self, expected: list[str]) -> dict[str, Any]:
         return {"events": self.EVENTS, "annotations": {"expected_files": expected}}
 
-    def test_nothing_expected_passes(self) -> None:
-        assert consulted_docs({"annotations": {}, "events": []})[0] is True
+    def test_nothing_expected_is_nothing_to_judge_not_a_pass(self) -> None:
+        with pytest.raises(NothingToJudge, match="no expected_files"):
+            consulted_docs({"annotations": {}, "events": []})
 
     def test_suffix_matching_uses_whole_components(self) -> None:
         assert consulted_docs(self._outputs(["docs/setup.md", "src/api.py"]), min_coverage=1.0)[0] is True

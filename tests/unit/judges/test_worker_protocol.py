@@ -69,3 +69,15 @@ def test_a_module_failing_at_import_is_a_load_error(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text("raise RuntimeError('no db')\ndef judge(o): pass\n")
     reply = _run({"kind": "file", "path": str(tmp_path / "bad.py"), "function": "judge"})
     assert reply["error"].startswith("loading the judge failed: RuntimeError: no db (bad.py line 1)")
+
+
+def test_a_builtin_with_nothing_to_judge_answers_so_and_never_a_pass() -> None:
+    entry = find_builtin("tool_call_validation")
+    assert entry is not None
+    reply = _run({"kind": "file", "path": str(entry.path), "function": "judge"}, outputs={"tool_calls": []})
+    assert reply == {"id": 1, "ok": False, "error": "nothing to judge: the case made no tool calls to validate"}
+
+
+def test_judge_code_may_say_it_has_nothing_to_judge() -> None:
+    reply = _check("from agent_eval_sandbox.judges.nothing import NothingToJudge\nraise NothingToJudge('no report')")
+    assert reply == {"id": 1, "ok": False, "error": "nothing to judge: no report"}

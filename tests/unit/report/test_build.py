@@ -45,9 +45,11 @@ def test_reports_are_rebuilt_from_the_stored_results(tmp_path: Path) -> None:
 def test_text_and_json_results(tmp_path: Path) -> None:
     result = build_reports(_run_with_summary(tmp_path))
     lines = result.text_lines()
-    assert lines[0] == "demo: 3 cases, 2 judges (run r-1)"
-    assert "  correct: pass_rate=50.0%  (2 scored, 0 errored, 1 skipped)" in lines
-    assert "  quality: mean=3.50  [0/1 stable over 3 samples]  (2 scored, 1 errored, 0 skipped)" in lines
+    # Only case-1 has an outcome in the run directory: the other two are counted as never ran.
+    assert lines[0] == "demo: 3 planned cases (1 ran, 1 completed), 2 judges (run r-1)"
+    assert "  correct: pass_rate=50.0% (1 of 2 cases passed; 2 scored, 0 errored, 1 skipped)" in lines
+    assert "  quality: mean=3.50 over 2 cases (2 scored, 1 errored, 0 skipped)  [0/1 stable over 3 samples]" in lines
+    assert lines[lines.index("NOT COMPLETED: 2 of 3 cases") + 1].startswith(f"  {HOSTILE_CASE}: error, never ran")
     assert lines[-3:] == ["REGRESSIONS: 2 detected", "  [correct] pass_rate: >= 0.9 -> 0.5", "  [quality] mean: >= 4.0 -> 3.5"]
     data = result.to_json()
     json.dumps(data)

@@ -6,9 +6,15 @@ from typing import Any
 
 import pytest
 
+from agent_eval_sandbox.runner import case
 from agent_eval_sandbox.sandbox.fake import FakeBackend
 from tests.unit.runner.fake_cli import FakeCli
 from tests.unit.runner.pipeline_fixture import Pipeline, Project, build_pipeline
+
+
+@pytest.fixture(autouse=True)
+def no_waits_between_sandbox_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(case, "CREATE_RETRY_DELAYS_S", (0.0, 0.0))
 
 
 @pytest.fixture

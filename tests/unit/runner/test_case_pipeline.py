@@ -13,11 +13,14 @@ import errno
 import json
 from pathlib import Path
 
+import pytest
+
+from agent_eval_sandbox.errors import DockerUnavailableError
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs
-from agent_eval_sandbox.runner import collect
+from agent_eval_sandbox.runner import case, collect
 from agent_eval_sandbox.sandbox.base import SandboxError
-from agent_eval_sandbox.sandbox.fake import ExecCall, Reply
+from agent_eval_sandbox.sandbox.fake import ExecCall, FakeSandbox, Reply
 from tests.unit.runner.fake_cli import is_agent
 
 AFTER_EACH_MARK = "after-each.txt"
@@ -203,20 +206,69 @@ def test_a_failed_copy_out_is_the_cases_error_even_though_the_agent_exited(eval_
     _no_sandbox_left(backend)
 
 
-def test_a_sandbox_that_cannot_be_created_is_the_cases_error(eval_project, make_pipeline, backend, cli, tmp_path):
+def test_a_sandbox_that_cannot_be_created_is_an_infra_error_after_its_retries(eval_project, make_pipeline, backend,
+                                                                               cli, tmp_path):
     marks = tmp_path / AFTER_EACH_MARK
     eval_project.eval_yaml(_after_each_hook(marks))
     eval_project.case("c1")
+    tries: list[str] = []
 
     def no_room(spec) -> None:
+        tries.append(spec.case_id)
         raise SandboxError("cannot create volumes: no space left on device")
 
     backend.on_create = no_room
-    outcome = make_pipeline().run("c1")
+    pipeline = make_pipeline()
+    outcome = pipeline.run("c1")
 
-    assert outcome.end_reason == "error" and "no space left" in outcome.error
+    assert outcome.end_reason == "infra_error" and "no space left" in outcome.error and "3 attempts" in outcome.error
+    assert not outcome.ran and len(tries) == case.CREATE_ATTEMPTS
     assert cli.calls == [] and backend.created == []
     assert marks.read_text() == "c1 no-output\n"
+    assert sum("retrying" in w for w in pipeline.warnings) == case.CREATE_ATTEMPTS - 1
+
+
+@pytest.mark.parametrize("fails", ["create", "copy-in"])
+def test_a_sandbox_that_fails_to_start_once_is_retried_and_the_case_runs(eval_project, make_pipeline, backend, cli,
+                                                                         monkeypatch, fails):
+    eval_project.eval_yaml()
+    eval_project.case("c1")
+    tries: list[str] = []
+
+    def flaky(spec) -> None:
+        tries.append(spec.case_id)
+        if len(tries) == 1 and fails == "create":
+            raise DockerUnavailableError("cannot reach the Docker daemon while creating sandbox: reset by peer")
+
+    backend.on_create = flaky
+    real_copy_in = FakeSandbox.copy_in
+
+    def copy_in_fails_the_first_time(self, *args, **kwargs):
+        if len(tries) == 1:
+            raise SandboxError("copying into the sandbox failed: 500 Server Error")
+        return real_copy_in(self, *args, **kwargs)
+
+    if fails == "copy-in":
+        monkeypatch.setattr(FakeSandbox, "copy_in", copy_in_fails_the_first_time)
+    outcome = make_pipeline().run("c1")
+
+    assert outcome.end_reason == "exited" and outcome.exit_code == 0 and outcome.error is None
+    assert len(tries) == 2 and len(cli.calls) == 1  # the agent ran once, in the second sandbox
+    assert backend.live == [] and all(s.destroyed for s in backend.created)
+
+
+def test_the_agent_is_never_started_twice_even_when_its_sandbox_breaks(eval_project, make_pipeline, backend, cli):
+    """Retries stop where money may have been spent: a sandbox that breaks under the agent is the case's error."""
+    eval_project.eval_yaml()
+    eval_project.case("c1")
+
+    def break_under_the_agent(call):
+        raise SandboxError("the daemon lost the container")
+
+    cli.before = break_under_the_agent
+    outcome = make_pipeline().run("c1")
+    assert outcome.end_reason == "error" and "lost the container" in outcome.error
+    assert len(cli.calls) <= 1 and len(backend.created) == 1
 
 
 def test_a_case_that_cannot_be_prepared_is_its_own_error(eval_project, make_pipeline, backend, cli):
@@ -301,7 +353,8 @@ def test_a_case_begun_after_the_run_was_interrupted_runs_nothing(eval_project, m
     pipeline.ctx.cancelled.set()
     outcome = pipeline.run("c1")
 
-    assert outcome.end_reason == "error" and outcome.error == "the run was interrupted before this case started"
+    assert outcome.end_reason == "interrupted" and outcome.error == "the run was interrupted before this case started"
+    assert json.loads(pipeline.case_dir("c1").result.read_text())["end_reason"] == "interrupted"
     assert not marks.exists() and cli.calls == [] and backend.created == []
     assert not list(pipeline.ctx.staging.iterdir())  # not even staged
 
@@ -318,7 +371,7 @@ def test_a_case_interrupted_during_its_before_each_gets_no_sandbox_and_still_cle
     pipeline.ctx.hooks.report = lambda result: pipeline.ctx.cancelled.set()  # Ctrl-C while the hook ran
     outcome = pipeline.run("c1")
 
-    assert outcome.end_reason == "error" and outcome.error == "the run was interrupted before this case started"
+    assert outcome.end_reason == "interrupted" and outcome.error == "the run was interrupted before this case started"
     assert cli.calls == [] and backend.created == []
     assert marks.read_text() == "c1 no-output\n"  # it had begun: its after_each runs
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from agent_eval_sandbox.runner.ending import ending
+from agent_eval_sandbox.rundir.models import GatewayUse
+from agent_eval_sandbox.runner.case_values import ChannelUse
+from agent_eval_sandbox.runner.collect import gateway_unreachable
+from agent_eval_sandbox.runner.ending import GATEWAY_UNREACHABLE, ending
 from agent_eval_sandbox.runner.events import StreamSummary
 from agent_eval_sandbox.sandbox.base import EndReason, ExecResult
 
@@ -65,3 +68,42 @@ def test_a_replay_that_never_ran_the_agent_is_not_a_mismatch():
     assert _replayed(None, error="before_each hook 0 failed", hook_failed=True).end_reason == "hook_failed"
     end = _replayed(None, error="the sandbox could not be created")
     assert end.end_reason == "error" and not any("replay mismatch" in n for n in end.notes)
+# ---- the tool's failures against the skill's ---------------------------------------------------------
+
+
+def test_the_tools_own_failure_is_an_infra_error_and_a_hook_failure_stays_the_hooks():
+    end = ending(None, StreamSummary(), refused=0, hook_failed=False, error="the sandbox could not be started",
+                 background_killed=False, timeout_s=30, budget_usd=1.0, infra=True)
+    assert end.end_reason == "infra_error"
+    hooked = ending(None, StreamSummary(), refused=0, hook_failed=True, error="before_each failed",
+                    background_killed=False, timeout_s=30, budget_usd=1.0, infra=True)
+    assert hooked.end_reason == "hook_failed"
+
+
+def test_a_sandbox_that_dies_under_the_agent_is_the_cases_error_never_infra():
+    """gVisor: a fork bomb or a memory hog of the agent takes the whole sandbox down. That is the
+    skill's doing, and an `infra_error` would excuse it."""
+    end = _ending(None, error="sandbox agent-eval-r1-c1 vanished while a command ran")
+    assert end.end_reason == "error"
+    killed = _ending(_result(137, EndReason.SIGNALED), error="cannot copy /workspace out: the sandbox is gone")
+    assert killed.end_reason == "error"
+
+
+def test_what_the_teardown_of_an_interrupted_run_does_is_interrupted():
+    for result, error in ((None, "sandbox was destroyed while a command ran"),
+                          (_result(137, EndReason.SIGNALED), None)):
+        end = ending(result, StreamSummary(), refused=0, hook_failed=False, error=error, background_killed=False,
+                     timeout_s=30, budget_usd=1.0, interrupted=True)
+        assert end.end_reason == "interrupted"
+    # an agent that had already exited by itself keeps its ending
+    assert ending(_result(0), StreamSummary(), refused=0, hook_failed=False, error=None, background_killed=False,
+                  timeout_s=30, budget_usd=1.0, interrupted=True).end_reason == "exited"
+
+
+def test_an_unreachable_gateway_is_the_tools_only_when_the_gateway_saw_nothing():
+    unreachable = _result(GATEWAY_UNREACHABLE)
+    assert gateway_unreachable(unreachable, ChannelUse(GatewayUse(requests=0)))
+    # the agent talked to the model: whatever it exits with afterwards is its own
+    assert not gateway_unreachable(unreachable, ChannelUse(GatewayUse(requests=3)))
+    assert not gateway_unreachable(_result(1), ChannelUse(GatewayUse(requests=0)))
+    assert _ending(unreachable).end_reason == "error"  # without the gateway's word, not excused

@@ -4,6 +4,7 @@ the order of outcomes, cancellation, and one case's failure staying its own."""
 from __future__ import annotations
 
 import errno
+import json
 import signal
 import threading
 import time
@@ -23,7 +24,9 @@ from tests.unit.runner.pipeline_fixture import RUN_ID, Pipeline
 
 def _run(pipeline: Pipeline):
     statuses = [CaseStatus(inv.id) for inv in pipeline.invocations]
-    return run_cases(pipeline.ctx, pipeline.invocations, statuses), statuses
+    scheduled = run_cases(pipeline.ctx, pipeline.invocations, statuses)
+    assert scheduled.interrupted_by is None
+    return scheduled.outcomes, statuses
 
 
 def _case_of(call: ExecCall) -> str:
@@ -74,7 +77,7 @@ def test_outcomes_come_in_the_order_of_the_cases_whatever_order_they_end_in(eval
             time.sleep(0.01)
 
     cli.before = a_waits_for_the_others_to_end
-    outcomes = run_cases(pipeline.ctx, pipeline.invocations, statuses)
+    outcomes = run_cases(pipeline.ctx, pipeline.invocations, statuses).outcomes
 
     assert statuses[0].finished > max(statuses[1].finished, statuses[2].finished)
     assert [o.case_id for o in outcomes] == ["a", "b", "c"]
@@ -96,9 +99,10 @@ def test_once_the_run_is_cancelled_no_further_case_starts(eval_project, make_pip
 
     assert outcomes[0].end_reason == "exited"  # the running case ends as it would have
     assert [o.error for o in outcomes[1:]] == ["the run was interrupted before this case started"] * 2
+    assert [o.end_reason for o in outcomes[1:]] == ["interrupted"] * 2
     assert marks.read_text() == "c1\n"  # not even the later cases' hooks ran
     assert len(cli.calls) == 1 and len(backend.created) == 1 and backend.live == []
-    assert [s.state for s in statuses] == ["done", "error", "error"]
+    assert [s.state for s in statuses] == ["done", "interrupted", "interrupted"]
 
 
 def test_ctrl_c_removes_the_running_sandbox_and_the_queued_cases_never_start(eval_project, make_pipeline, backend,
@@ -117,17 +121,28 @@ def test_ctrl_c_removes_the_running_sandbox_and_the_queued_cases_never_start(eva
     backend.behaviour = interrupt_then_hang
     pipeline = make_pipeline(parallelism=1)
     previous = signal.getsignal(signal.SIGINT)
-    with pytest.raises(KeyboardInterrupt), run_scope(backend, RUN_ID):
-        _run(pipeline)
+    statuses = [CaseStatus(inv.id) for inv in pipeline.invocations]
+    with run_scope(backend, RUN_ID, pipeline.ctx.cancelled):
+        scheduled = run_cases(pipeline.ctx, pipeline.invocations, statuses)
 
+    assert isinstance(scheduled.interrupted_by, KeyboardInterrupt) and scheduled.exit_code == 130
     assert signal.getsignal(signal.SIGINT) is previous
     assert pipeline.ctx.cancelled.is_set()
     assert len(cli.calls) == 1 and len(backend.created) == 1 and backend.live == []
     assert backend.reaped[0].case_id == "c1" and backend.reaped[0].reason == f"teardown of run {RUN_ID}"
-    # the running case still ended in its outcome; the queued ones never began
-    c1 = pipeline.case_dir("c1").result.read_text()
-    assert '"end_reason": "error"' in c1 and "destroyed while a command ran" in c1
-    assert not pipeline.case_dir("c2").path.exists() and not pipeline.case_dir("c3").path.exists()
+    # every planned case has an outcome: the running one ended by the interrupt, the queued ones never began
+    outcomes = scheduled.outcomes
+    assert [o.case_id for o in outcomes] == ["c1", "c2", "c3"]
+    assert [o.end_reason for o in outcomes] == ["interrupted"] * 3
+    assert "destroyed while a command ran" in outcomes[0].error
+    assert [o.error for o in outcomes[1:]] == ["the run was interrupted before this case started"] * 2
+    assert not any(o.ran for o in outcomes[1:])
+    c1 = json.loads(pipeline.case_dir("c1").result.read_text())
+    assert c1["end_reason"] == "interrupted"
+    for case_id in ("c2", "c3"):  # recorded, not run: no staging, no sandbox, no logs
+        assert json.loads(pipeline.case_dir(case_id).result.read_text())["end_reason"] == "interrupted"
+        assert not pipeline.case_dir(case_id).stdout_log.exists()
+    assert [s.state for s in statuses][1:] == ["interrupted", "interrupted"]
 
 
 # ---- one case's failure is its own -----------------------------------------------------------------
@@ -201,7 +216,7 @@ def _collection_fails(project, backend, cli, monkeypatch) -> None:
     pytest.param(_agent_breaks, "error", "the daemon lost the container", id="sandbox-breaks-under-the-agent"),
     pytest.param(_agent_double_crashes, "error", "running the case failed: RuntimeError: a bug where nobody",
                  id="unexpected-exception"),
-    pytest.param(_sandbox_not_created, "error", "no space left on device", id="sandbox-not-created"),
+    pytest.param(_sandbox_not_created, "infra_error", "no space left on device", id="sandbox-not-created"),
     pytest.param(_copy_out_fails, "error", "vanished", id="copy-out-fails"),
     pytest.param(_before_each_fails, "hook_failed", "before_each", id="before-each-fails"),
     pytest.param(_prepare_fails, "error", "preparing the case failed: ConfigError", id="prepare-fails"),

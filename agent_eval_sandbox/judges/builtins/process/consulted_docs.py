@@ -2,7 +2,8 @@
 
 Required fields: events (traces.events), annotations.expected_files
 Failure means: the fraction of `expected_files` read (Read, or Grep scoped to
-the file) is below `min_coverage` (default 0.8).
+the file) is below `min_coverage` (default 0.8). A case without
+`expected_files` is "nothing to judge" (an error of this judge, not a pass).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_eval_sandbox.judges.events import read_paths
+from agent_eval_sandbox.judges.nothing import NothingToJudge
 
 MATCHES = ("suffix", "exact", "basename")
 
@@ -45,7 +47,7 @@ def judge(
     annotations = outputs.get("annotations") or {}
     expected = [f for f in annotations.get("expected_files") or [] if isinstance(f, str) and f]
     if not expected:
-        return True, "No expected_files in the case's annotations: nothing to verify"
+        raise NothingToJudge("the case's annotations list no expected_files")
     reads = read_paths(outputs.get("events") or [], include_subagents=include_subagents, include_grep=include_grep)
     reads += [p for p in preloaded_files or [] if isinstance(p, str)]
     consulted = [f for f in expected if any(_matches(f, r, match) for r in reads)]

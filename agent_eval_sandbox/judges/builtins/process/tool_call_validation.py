@@ -3,11 +3,14 @@
 Required fields: tool_calls
 Failure means: a call was flagged `is_error`, its result is a mapping with a
 truthy `error`, or its result text starts (first 50 characters) with an error.
+No tool calls at all is "nothing to judge" (an error of this judge, not a pass).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from agent_eval_sandbox.judges.nothing import NothingToJudge
 
 _HEAD = 50
 
@@ -26,7 +29,7 @@ def _failure(call: dict[str, Any]) -> str | None:
 def judge(outputs: dict[str, Any], **_: Any) -> tuple[bool, str]:
     calls = [c for c in outputs.get("tool_calls") or [] if isinstance(c, dict)]
     if not calls:
-        return True, "No tool calls to validate"
+        raise NothingToJudge("the case made no tool calls to validate")
     failed = [(c.get("name", "?"), why) for c in calls if (why := _failure(c))]
     if not failed:
         return True, f"All {len(calls)} tool calls completed without errors"
