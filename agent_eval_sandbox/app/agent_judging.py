@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,8 +32,9 @@ from agent_eval_sandbox.runner.judge_agent import JudgeAgentHost, run_judge_agen
 from agent_eval_sandbox.runner.model_access import ModelAccess, model_access
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+from agent_eval_sandbox.sandbox.host_paths import HostPaths
 from agent_eval_sandbox.sandbox.image import ImageSettings, ensure_sandbox_image, exec_only_binaries
-from agent_eval_sandbox.sandbox.registry import get_backend
+from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 Planned = list[tuple[str, AgentJudge, list[AgentJudgeJob]]]  # (case id, judge, its samples)
@@ -45,6 +45,7 @@ class JudgeSandboxes:
     """What agent judges run with: a run lends its own; anything left None is made for the scoring."""
 
     backend: SandboxBackend | None = None
+    host: HostPaths | None = None  # where the backend's sandboxes mount files from (the run's)
     image_ref: str | None = None
     models: ModelAccess | None = None  # None: online, or offline with `score --offline`
     parallelism: int = 1  # sandboxes at once
@@ -74,11 +75,14 @@ def judge_agent_host(loaded: LoadedConfig, run: FinishedRun, lent: JudgeSandboxe
     config = loaded.config
     host_environ = dict(os.environ if environ is None else environ)
     with ExitStack() as stack:
-        backend = lent.backend
-        if backend is None:
-            backend = get_backend(config.sandbox.backend)
+        backend, host = lent.backend, lent.host
+        if backend is None or host is None:
+            backend = backend_for(config.sandbox, warn=lambda line: Console(stderr=True).print(line, markup=False))
+            # <runs base>/<eval>/<run id>: the mounted files go where a run of that runs base puts them.
+            host = backend.host_paths(None, run.root.parent.parent)
             if config.sandbox.runtime:
                 backend.check_runtime(config.sandbox.runtime)
+            backend.prepare_run(run.run_id)
         image_ref = lent.image_ref or _image(loaded, run)
         models = lent.models
         if models is None:
@@ -86,7 +90,7 @@ def judge_agent_host(loaded: LoadedConfig, run: FinishedRun, lent: JudgeSandboxe
             stack.callback(models.close)
         gateway = models.gateway(ac.judge_gateway_policy(config, host_environ))
         stack.callback(gateway.close)
-        staging = Path(tempfile.mkdtemp(prefix="aesj-"))
+        staging = host.temp_dir("aesj-")  # bind-mount sources: where the daemon sees them
         stack.callback(shutil.rmtree, staging, True)
         cancelled = threading.Event()  # set on Ctrl-C/SIGTERM before the removal: no sample starts after it
         stack.enter_context(run_scope(backend, run.run_id, cancelled))
@@ -96,8 +100,12 @@ def judge_agent_host(loaded: LoadedConfig, run: FinishedRun, lent: JudgeSandboxe
 
 
 def _image(loaded: LoadedConfig, run: FinishedRun) -> str:
-    """The sandbox image the run's cases used (built again if it is gone)."""
+    """The sandbox image the run's cases used: on Kubernetes the one run.json names (it is in a
+    registry), on Docker the same build (built again if it is gone)."""
     sandbox = loaded.config.sandbox
+    recorded_image = run.meta.get("image")
+    if sandbox.backend == "kubernetes" and isinstance(recorded_image, str) and recorded_image:
+        return recorded_image
     recorded = run.meta.get("claude_version")
     version = recorded if isinstance(recorded, str) and recorded else sandbox.claude_version or DEFAULT_CLAUDE_VERSION
     settings = ImageSettings(image=sandbox.image, base_image=sandbox.base_image, claude_version=version,

@@ -163,7 +163,7 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                     scheduled = run_cases(ctx, request.invocations, statuses)
                 _write_hook_outputs(run_dir, before_all.outputs, request.invocations)
                 result = _record(request, run_dir, scheduled, claude_version, started)
-                sandboxes = JudgeSandboxes(backend=backend, image_ref=image.ref, models=models,
+                sandboxes = JudgeSandboxes(backend=backend, host=host, image_ref=image.ref, models=models,
                                            parallelism=settings.judge_sandboxes)
                 score = None if scheduled.interrupted_by else _score(request, run_dir, hooks, sandboxes, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
