@@ -238,3 +238,25 @@ def test_score_run_plans_no_sample_for_a_case_that_never_ran_and_marks_an_incomp
     assert per_case["ran"]["arch"].value == 2 and per_case["ran"]["gate"].value is True
     assert per_case["stopped"]["arch"].incomplete is True and per_case["stopped"]["arch"].end_reason == "timed_out"
     assert list(per_case["ran"]) == ["arch", "gate"]
+
+
+def test_the_judges_mounts_become_read_only_control_volumes_on_kubernetes(tmp_path):
+    """On Kubernetes every bind mount is copied into a read-only volume: the judge's inputs and context
+    must each be one (none copied into the writable workspace), and the run directory the relay's."""
+    import time
+
+    from agent_eval_sandbox.config.models import SandboxConfig
+    from agent_eval_sandbox.inside import paths
+    from agent_eval_sandbox.sandbox.kubernetes_objects import plan_mounts
+    from agent_eval_sandbox.sandbox.policy import sandbox_spec
+
+    (tmp_path / "case" / "out").mkdir(parents=True)
+    (tmp_path / "case" / "out" / "a.txt").write_text("work")
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / "guide.md").write_text("guide")
+    mounts = stage(tmp_path / "slot", _job(tmp_path, ("out",), (tmp_path / "ref",)))
+    spec = sandbox_spec(SandboxConfig(), image="img", run_id="r1", case_id="c1.judge", timeout_s=60,
+                        now=time.time(), mounts=mounts)
+    plan = plan_mounts(spec, {m.source: m.source.is_dir() for m in spec.mounts})
+    assert plan.writable_files == ()
+    assert {"/workspace/out", "/workspace/.context", paths.RUN_DIR} <= {v.mount_path for v in plan.volumes}
