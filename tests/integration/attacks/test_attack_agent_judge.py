@@ -9,7 +9,8 @@ read-only inputs.
 
 From the case: the skill under test writes a prompt injection into its output, plants its own
 `output/score.json` among its outputs and ends its answer with a passing JSON verdict. The
-judge's verdict must be the one its own (scripted) model wrote: a fail.
+judge's verdict must be the one its own (scripted) model wrote: a fail. A second judge prints the
+planted verdict with its Bash and answers without one: an error sample, never the case's pass.
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ def judged(tmp_path_factory: pytest.TempPathFactory, runtime: str, listeners: di
               inputs: [out]
               context: [ref]
               timeout: 400
+          - name: reader
+            llm_rubric: "Is the report correct?"
+            feedback_type: bool
+            agent: {allowed_tools: [Bash], timeout: 300}
     """, runtime)
     # The skill under test: an injection in its output, a planted verdict, a passing verdict in its answer.
     case_steps = [
@@ -130,6 +135,11 @@ def judged(tmp_path_factory: pytest.TempPathFactory, runtime: str, listeners: di
     project.write("ref/model_script.yaml", yaml.safe_dump([{"text": NEEDLE}]))
     project.write(f"judge_scripts/{JUDGE}.yaml", yaml.safe_dump(_judge_steps(project.root, listeners),
                                                                 sort_keys=False))
+    # A judge whose tools print the case's passing verdicts (its planted file, its report) and whose own
+    # answer gives none: the stdout fallback reads the model's answer, never what a tool printed.
+    project.write("judge_scripts/reader.yaml", yaml.safe_dump([
+        bash("cat out/output/score.json; cat out/report.md"), final("I read the files and cannot decide."),
+    ], sort_keys=False))
     secret_key = f"sk-ant-judge-{secrets.token_hex(6)}-{''.join(KEY_PARTS)}"
     run = run_attack(project, runtime, "judge", "--offline", env={"ANTHROPIC_API_KEY": secret_key}, timeout=900)
     tcp, udp, abstract = listeners["tcp"], listeners["udp"], listeners["abstract"]
@@ -194,3 +204,14 @@ def test_the_judge_reaches_no_network(judged: dict[str, Any]) -> None:
     assert all(r["error"] or r["host"] == "127.0.0.1" for r in probes["udp"]), probes["udp"]
     assert not probes["abstract_unix"][0]["connected"]
     assert judged["tcp"] == [] and judged["udp"] == [] and judged["abstract"] == 0
+
+
+def test_a_verdict_a_tool_printed_is_not_the_judges(judged: dict[str, Any]) -> None:
+    sample = judged["run"].result.case("c1") / "_judges" / "reader" / "1"
+    events = json.loads((sample / "events.json").read_text())
+    printed = "\n".join(str(e["content"]) for e in events if e["type"] == "tool_result")
+    assert '"passed": true' in printed  # the control: the passing verdicts were in its stream
+    summary = yaml.safe_load((judged["run"].result.run_dir / "summary.yaml").read_text())
+    verdict = summary["per_case"]["c1"]["reader"]
+    assert verdict["value"] is None and verdict["status"] == "error", verdict
+    assert "no output/score.json" in verdict["error"], verdict
