@@ -3,7 +3,8 @@
 Every command maps user-caused errors (`UserError`) to one line on stderr and
 exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed (or
 no case completed)", 3 for a bug of ours, 4 for an infrastructure error of a
-case, 130/143 for an interrupted run (`exit_codes.py`).
+case, 130/143 for an interrupted run (`exit_codes.py`); with --fail-on-regression, 1 also
+when a judge regressed against the baseline (`compare`, `run --baseline`).
 """
 
 from __future__ import annotations
@@ -186,6 +187,11 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
               help="Keep each case's model exchanges as cases/<id>/cassette.jsonl, for --replay.")
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="A judged run to compare this one with once judged (per-judge deltas, the pairwise judge); "
+              "writes comparison.json.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="With --baseline: exit 1 when a judge regressed against the baseline.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
 @click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
               help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
@@ -199,6 +205,18 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
+@click.option("--case", "case_patterns", multiple=True, metavar="ID_OR_GLOB",
+              help="Run only the cases whose id is this or matches this glob (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), help="Run only the first N (selected) cases.")
+@click.option("-x", "--exit-first", is_flag=True, help="Start no further case once one does not complete.")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run each case N times (cases <id>#1 … <id>#N, each its own sandbox); the judges are "
+              "aggregated across epochs in epochs.yaml (mean, pass@k, pass^k).")
+@click.option("--rerun-failed", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Run only the cases that failed a judge or did not complete in RUN_DIR (or `latest`), "
+              "as a new run linked to it.")
+@click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Finish the interrupted RUN_DIR (or `latest`) in place: its finished cases are kept.")
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -212,6 +230,8 @@ def run(
     offline: bool,
     record: bool,
     replay: Path | None,
+    baseline: Path | None,
+    fail_on_regression: bool,
     runs_dir: str | None,
     shared_dir: Path | None,
     run_id: str | None,
@@ -221,12 +241,41 @@ def run(
     as_json: bool,
     strict: bool,
     junit_fail_on_judge: bool,
+    case_patterns: tuple[str, ...],
+    limit: int | None,
+    exit_first: bool,
+    epochs: int,
+    rerun_failed: Path | None,
+    resume: Path | None,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
+    from agent_eval_sandbox.app import rerun as reruns
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+    from agent_eval_sandbox.runner.select import select_ids
+
     if offline and replay is not None:
         raise UserError("--offline and --replay are exclusive",
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
-    overrides = CliOverrides(
+    base = _runs_base(runs_dir)
+    replay = resolve_run_arg(replay, base) if replay is not None else None
+    baseline = _baseline_arg(baseline, base, fail_on_regression=fail_on_regression, dry_run=dry_run)
+    if resume is not None:
+        if rerun_failed or case_patterns or limit or run_id or replay or record or epochs > 1:
+            raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
+                            "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
+        plan = reruns.plan_resume(resolve_run_arg(resume, base))
+        eval_yaml, offline, run_id, record, replay, overrides = _as_started(plan.meta)
+        runs_dir = str(plan.run.root.parent.parent)
+        to_run = set(plan.to_run)
+        select: Callable[[list[str]], list[str]] | None = lambda ids: [i for i in ids if i in to_run]  # noqa: E731
+    else:
+        plan = None
+        rerun_of = resolve_run_arg(rerun_failed, base) if rerun_failed is not None else None
+        failed = _failed_ids(rerun_of) if rerun_of is not None else None
+        select = None if not (case_patterns or limit or failed is not None) else (
+            lambda ids: select_ids([i for i in ids if failed is None or i in failed], case_patterns, limit))
+    if resume is None:
+        overrides = CliOverrides(
         timeout=timeout,
         max_budget=max_budget,
         parallelism=parallelism,
@@ -234,7 +283,12 @@ def run(
         model=model,
         subagent_model=subagent_model,
     )
-    checked = check_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version)
+    if plan is not None:
+        epochs = int(plan.meta.get("epochs") or 1)
+    checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
+                           select=select, epochs=epochs)
+    if plan is not None:
+        reruns.check_unchanged(plan, checked.loaded)
     loaded, dataset, settings, invocations = checked.loaded, checked.dataset, checked.settings, checked.invocations
     if strict:
         refuse_warnings(checked.warnings)
@@ -243,7 +297,9 @@ def run(
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
-                 allow_unenforced_network=allow_unenforced_network)
+                 baseline=baseline, fail_on_regression=fail_on_regression,
+                 allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
+                 rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -257,6 +313,56 @@ def run(
         click.echo(f"{item['id']}:")
         click.echo(f"  prompt:  {item['prompt']}")
         click.echo(f"  timeout: {item['timeout_s']}s  budget: ${item['max_budget_usd']:.2f}")
+
+
+def _runs_base(runs_dir: str | None) -> Path:
+    from agent_eval_sandbox.rundir.layout import runs_base
+
+    return runs_base(runs_dir, os.environ)
+
+
+def _run_arg(value: Path, runs_dir: str | None = None) -> Path:
+    """A RUN_DIR argument; `latest` is the newest run's (rundir/latest.py)."""
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+
+    return resolve_run_arg(value, _runs_base(runs_dir))
+
+
+def _failed_ids(run_dir: Path) -> set[str]:
+    from agent_eval_sandbox.app.rerun import failed_case_ids
+
+    failed, _ = failed_case_ids(run_dir)
+    if not failed:
+        click.echo(f"every case of {run_dir} completed and passed its judges: nothing to rerun", err=True)
+        sys.exit(0)
+    return set(failed)
+
+
+def _as_started(meta: dict[str, Any]) -> tuple[Path, bool, str, bool, Path | None, CliOverrides]:
+    """How a run was started (its run.json): a resume runs the rest the same way."""
+    recorded = meta.get("settings")
+    settings: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    replay = meta.get("replay_of")
+    return (Path(str(meta.get("config_path"))), bool(meta.get("offline")) and not replay, str(meta.get("run_id")),
+            bool(meta.get("recorded")), Path(replay) if replay else None,
+            CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
+                         parallelism=settings.get("parallelism"), model=settings.get("model")))
+
+
+def _baseline_arg(baseline: Path | None, base: Path, *, fail_on_regression: bool, dry_run: bool) -> Path | None:
+    """--baseline RUN_DIR (or `latest`), refused before anything runs when it is not a judged run."""
+    if fail_on_regression and baseline is None:
+        raise UserError("--fail-on-regression needs --baseline", fix="name the run to compare with: --baseline RUN_DIR")
+    if baseline is None:
+        return None
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+
+    baseline = resolve_run_arg(baseline, base)
+    if not dry_run:
+        from agent_eval_sandbox.app.compare import check_baseline
+
+        check_baseline(baseline)
+    return baseline
 
 
 def _execute(
@@ -275,7 +381,13 @@ def _execute(
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
     shared_dir: Path | None = None,
+    baseline: Path | None = None,
+    fail_on_regression: bool = False,
     allow_unenforced_network: bool = False,
+    exit_first: bool = False,
+    rerun_of: Path | None = None,
+    resume: Any = None,
+    epochs: int = 1,
 ) -> None:
     from rich.console import Console
 
@@ -297,7 +409,12 @@ def _execute(
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
         shared_dir=shared_dir,
+        baseline=baseline,
         allow_unenforced_network=allow_unenforced_network,
+        exit_first=exit_first,
+        rerun_of=rerun_of,
+        resume=resume,
+        epochs=epochs,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -306,7 +423,9 @@ def _execute(
     result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
     drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
-    exit_code = (score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
+    compared = outcome.comparison
+    exit_code = ((score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
+                 or (compared.exit_code(fail_on_regression) if compared is not None else 0))
     if drifted:
         click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
                    f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
@@ -315,6 +434,8 @@ def _execute(
                                     "interrupted": result.interrupted}
         if score is not None:
             document["score"] = score.to_json()
+        if compared is not None:
+            document["comparison"] = compared.to_json(fail_on_regression)
         click.echo(json.dumps(document, indent=2, default=str))
         sys.exit(outcome.interrupted_exit or exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
@@ -327,7 +448,16 @@ def _execute(
         click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
         sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
     _print_score(score)
+    if compared is not None:
+        for line in _comparison_lines(compared):
+            click.echo(line)
     sys.exit(exit_code)
+
+
+def _comparison_lines(result: Any) -> list[str]:
+    from agent_eval_sandbox.compare.text import comparison_lines
+
+    return [*comparison_lines(result.comparison), f"  comparison: {result.comparison_path}"]
 
 
 def _print_score(score: Any) -> None:
@@ -366,7 +496,7 @@ def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_ti
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
-    result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
+    result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
                        parallelism=parallelism, offline=offline,
                        echo=None if as_json else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
@@ -382,7 +512,42 @@ def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
     from agent_eval_sandbox.report.build import build_reports
 
-    _finish_with_score(build_reports(run_dir, junit_fail_on_judge=junit_fail_on_judge), as_json)
+    _finish_with_score(build_reports(_run_arg(run_dir), junit_fail_on_judge=junit_fail_on_judge), as_json)
+
+
+@cli.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="eval.yaml whose pairwise judge compares the outputs (default: the one RUN_A recorded).")
+@click.option("--offline", is_flag=True,
+              help="Play the pairwise judge's model from pairwise_script.yaml beside eval.yaml: no key, no network.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
+              help="Significance level of the paired test.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a judge regressed against the baseline.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def compare(run_a: Path, run_b: Path, config_path: Path | None, offline: bool, alpha: float,
+            fail_on_regression: bool, as_json: bool) -> None:
+    """Compare RUN_A (the run under test) with RUN_B (its baseline), judge by judge.
+
+    Per-judge deltas (RUN_A - RUN_B) with a paired test over the cases both ran, and the
+    `pairwise` judge when eval.yaml has one. Writes comparison.json into RUN_A and adds the
+    comparison to its report.html. Exit 0; with --fail-on-regression, 1 when a judge regressed.
+    """
+    from agent_eval_sandbox.app.compare import compare_runs, online_endpoint
+    from agent_eval_sandbox.runner.model_access import OfflineModels
+
+    result = compare_runs(
+        run_a, run_b, config_path=config_path, alpha=alpha,
+        endpoint=(lambda loaded: OfflineModels(loaded).pairwise_endpoint()) if offline else online_endpoint,
+        parallelism=1 if offline else 4, echo=None if as_json else (lambda line: click.echo(line, err=True)))
+    if as_json:
+        click.echo(json.dumps(result.to_json(fail_on_regression), indent=2, default=str))
+    else:
+        for line in _comparison_lines(result):
+            click.echo(line)
+    sys.exit(result.exit_code(fail_on_regression))
 
 
 @cli.command("compile-handlers")
@@ -534,6 +699,74 @@ def cassette_to_script_command(cassette_path: Path, output: Path | None, advance
 
     path = CaseDir(cassette_path).cassette if cassette_path.is_dir() else cassette_path
     text = cassette_to_script(load_cassette(path), Advance(advance) if advance else None)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("case_id", metavar="[CASE]", required=False)
+@click.option("--runs-dir", help="Where `latest` is looked for (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def show(run_dir: Path, case_id: str | None, runs_dir: str | None, as_json: bool) -> None:
+    """Print a case's conversation: turns, tool calls and results, final text, end reason, judges."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.app.inspect_run import case_view, render_case
+
+    view = case_view(_run_arg(run_dir, runs_dir), case_id)
+    if as_json:
+        click.echo(json.dumps(view, indent=2, default=str))
+        return
+    render_case(view, Console(soft_wrap=False))
+
+
+@cli.command()
+@click.option("--runs-dir", help="Runs directory (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def runs(runs_dir: str | None, as_json: bool) -> None:
+    """List the runs (newest first): date, eval, pass/fail or interrupted, cases, cost."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.app.inspect_run import render_runs, runs_view
+
+    rows = runs_view(_runs_base(runs_dir))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no runs under {_runs_base(runs_dir)}")
+        return
+    render_runs(rows, Console())
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(path_type=Path))
+@handle_errors
+def init(directory: Path) -> None:
+    """Write a starter eval into DIRECTORY (default .) that passes `run --offline` at once."""
+    from agent_eval_sandbox.app.scaffold import write_scaffold
+    from agent_eval_sandbox.config.schema import eval_schema
+
+    written = write_scaffold(directory, schema_text=json.dumps(eval_schema(), indent=2) + "\n")
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: agent-eval-sandbox run {directory / 'eval.yaml'} --offline")
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: stdout).")
+@handle_errors
+def schema(output: Path | None) -> None:
+    """Print the JSON Schema of eval.yaml (for the YAML language server: see the README)."""
+    from agent_eval_sandbox.config.schema import eval_schema
+
+    text = json.dumps(eval_schema(), indent=2) + "\n"
     if output is None:
         click.echo(text, nl=False)
         return

@@ -2,7 +2,8 @@
 
     plan (cli) → image → run directory → stage the project → before_all
       → every case through runner/case.py, `parallelism` at once (runner/schedule.py)
-      → run_result.json → before_scoring → judges and reports (app/score.py) → after_all
+      → run_result.json → before_scoring → judges and reports (app/score.py)
+      → with --baseline, the comparison (app/compare.py) → after_all
 
 Ctrl-C or SIGTERM once the run directory exists removes the run's sandboxes
 (sandbox/teardown.py); whatever had finished is recorded — run_result.json with
@@ -25,19 +26,23 @@ from rich.console import Console
 
 from agent_eval_sandbox import __version__
 from agent_eval_sandbox.app.agent_judging import JudgeSandboxes
+from agent_eval_sandbox.app.compare import CompareResult, compare_runs
+from agent_eval_sandbox.app.rerun import ResumePlan, fingerprint
 from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.host_env import clean_search_path
 from agent_eval_sandbox.interception import ToolHandlers, compile_handlers, deny_filter
+from agent_eval_sandbox.judges import epochs as epochs_of
 from agent_eval_sandbox.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
+from agent_eval_sandbox.rundir.latest import point_latest
 from agent_eval_sandbox.rundir.layout import RunDir
 from agent_eval_sandbox.rundir.models import CaseOutcome, RunResult
 from agent_eval_sandbox.rundir.read import read_mapping
-from agent_eval_sandbox.rundir.write import write_json
+from agent_eval_sandbox.rundir.write import write_json, write_yaml
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.case import INTERRUPTED
@@ -78,7 +83,12 @@ class RunRequest:
     rebuild_image: bool = False
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
+    baseline: Path | None = None  # a judged run to compare this one with, once judged (app/compare.py)
     junit_fail_on_judge: bool = False
+    exit_first: bool = False  # -x: no case starts after one that did not complete
+    rerun_of: Path | None = None  # --rerun-failed: the run whose failures this one runs again
+    resume: ResumePlan | None = None  # --resume: the interrupted run finished in place, and its kept cases
+    epochs: int = 1  # --epochs: each case ran as <id>#1 … <id>#N; the judges are aggregated across them
     # Where the files the sandboxes mount go (--shared-dir); None: the backend chooses (sandbox/host_paths.py).
     shared_dir: Path | None = None
     # Kubernetes: run even where the cluster does not enforce the run's NetworkPolicy.
@@ -92,6 +102,7 @@ class RunOutcome:
     statuses: list[CaseStatus] = field(default_factory=list)
     score: ScoreResult | None = None  # None when interrupted: the cases ran, judging did not
     interrupted_exit: int | None = None  # 130/143 when Ctrl-C/SIGTERM stopped the cases
+    comparison: CompareResult | None = None  # with a baseline, once judged
 
 
 # Makes the image the sandboxes run: (the `sandbox:` image settings, rebuild, console) -> the image.
@@ -133,9 +144,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
         request.rebuild_image, err_console,
     )
     backend.check_host_paths(host, image.ref)
-    run_dir = RunDir.create(request.runs_base, config.name, request.run_id)
     started = time.time()
-    write_json(run_dir.run_json, _run_meta(request, image.ref, claude_version, started))
+    run_dir = _open_run_dir(request, image.ref, claude_version, started)
     gateway = models.gateway(ac.gateway_policy(config, settings, environ))
     staging = host.temp_dir("aes-")
     hooks = HookRunner(
@@ -147,6 +157,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     result: RunResult | None = None
     scheduled = Scheduled([])
     cancelled = threading.Event()  # set by Ctrl-C/SIGTERM before anything else: no case starts after it
+    score: ScoreResult | None = None
+    comparison: CompareResult | None = None
     try:
         # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
         with run_scope(backend, request.run_id, cancelled):
@@ -160,12 +172,13 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                     cancelled=cancelled,
                 )
                 with ProgressDisplay(statuses, err_console, enabled=show_progress, run_dir=run_dir.root):
-                    scheduled = run_cases(ctx, request.invocations, statuses)
-                _write_hook_outputs(run_dir, before_all.outputs, request.invocations)
+                    scheduled = run_cases(ctx, request.invocations, statuses, exit_first=request.exit_first)
+                _write_hook_outputs(run_dir, before_all.outputs, [*_kept_ids(request), *request.invocations])
                 result = _record(request, run_dir, scheduled, claude_version, started)
-                sandboxes = JudgeSandboxes(backend=backend, host=host, image_ref=image.ref, models=models,
-                                           parallelism=settings.judge_sandboxes)
-                score = None if scheduled.interrupted_by else _score(request, run_dir, hooks, sandboxes, err_console)
+                if not scheduled.interrupted_by:
+                    sandboxes = JudgeSandboxes(backend=backend, host=host, image_ref=image.ref, models=models,
+                                               parallelism=settings.judge_sandboxes)
+                    score, comparison = _score(request, run_dir, hooks, sandboxes, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
         if result is None:  # stopped before the cases were recorded (staging, before_all): record that
             _record(request, run_dir, Scheduled(scheduled.outcomes, exc), claude_version, started)
@@ -175,14 +188,15 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
         models.close()
         shutil.rmtree(staging, ignore_errors=True)
     return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score,
-                      interrupted_exit=scheduled.exit_code)
+                      interrupted_exit=scheduled.exit_code, comparison=comparison)
 
 
 def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_version: str,
             started: float) -> RunResult:
     """run_result.json: the cases' outcomes; once interrupted, every planned case that has none
     gets an `interrupted` one, so the planned denominator stays."""
-    outcomes = list(scheduled.outcomes)
+    kept = request.resume.kept if request.resume is not None else []
+    outcomes = [*kept, *scheduled.outcomes]
     if scheduled.interrupted_by is not None:
         have = {case for o in outcomes for case in o.cases or [o.case_id]}
         outcomes += [CaseOutcome(case_id=inv.id, cases=[c.id for c in inv.cases], end_reason="interrupted",
@@ -191,11 +205,34 @@ def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_v
     result = RunResult.from_outcomes(
         outcomes, mode=request.loaded.config.execution.mode, model=request.settings.model,
         wall_clock_s=time.time() - started, agent_version=claude_version,
-        planned=sum(len(inv.cases) for inv in request.invocations),
+        planned=sum(len(o.cases or [o.case_id]) for o in kept) + sum(len(inv.cases) for inv in request.invocations),
         interrupted=scheduled.interrupted_by is not None,
     )
     write_json(run_dir.run_result, result.to_data())
     return result
+
+
+def _open_run_dir(request: RunRequest, image: str, claude_version: str, started: float) -> RunDir:
+    """A new run directory with its run.json, or (--resume) the interrupted one, its unfinished cases'
+    leftovers removed; either way `latest` points at it from now on."""
+    if request.resume is None:
+        run_dir = RunDir.create(request.runs_base, request.loaded.config.name, request.run_id)
+        write_json(run_dir.run_json, _run_meta(request, image, claude_version, started))
+    else:
+        run_dir = request.resume.run
+        for inv in request.invocations:
+            shutil.rmtree(run_dir.case(inv.id).path, ignore_errors=True)
+        for stale in (run_dir.summary_yaml, run_dir.summary_json, run_dir.report_html, run_dir.junit_xml):
+            stale.unlink(missing_ok=True)
+        meta = dict(request.resume.meta)
+        meta["resumed_at"] = [*meta.get("resumed_at", []), started]
+        write_json(run_dir.run_json, meta)
+    point_latest(run_dir)
+    return run_dir
+
+
+def _kept_ids(request: RunRequest) -> list[str]:
+    return [o.case_id for o in request.resume.kept] if request.resume is not None else []
 
 
 def _warner(err_console: Console) -> Callable[[str], None]:
@@ -234,6 +271,9 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
         "offline": request.offline,
         "recorded": request.record,
         "replay_of": str(request.replay.resolve()) if request.replay is not None else None,
+        "rerun_of": str(request.rerun_of.resolve()) if request.rerun_of is not None else None,
+        "fingerprint": fingerprint(request.loaded),
+        "epochs": request.epochs,
         "image": image,
         "claude_version": claude_version,
         "mode": config.execution.mode,
@@ -273,31 +313,55 @@ def _stage_project(request: RunRequest, staging: Path, handlers: ToolHandlers | 
     return resources, repo_copy
 
 
-def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: list[Invocation]) -> None:
+def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: list[Invocation | str]) -> None:
     """`hook_outputs.yaml`: before_all's data, and each case's from its before_each hooks."""
     cases = {}
     for inv in invocations:
-        data, _ = read_mapping(run_dir.case(inv.id).hook_outputs)
+        case_id = inv if isinstance(inv, str) else inv.id
+        data, _ = read_mapping(run_dir.case(case_id).hook_outputs)
         if data:
-            cases[inv.id] = data
+            cases[case_id] = data
     write_hook_outputs(run_dir.hook_outputs, {"before_all": dict(before_all.data), "cases": cases})
 
 
 def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, sandboxes: JudgeSandboxes,
-           err_console: Console) -> ScoreResult:
-    """before_scoring hooks, the judges (agent judges in the run's backend, on its image and models),
-    before_report hooks, the reports."""
+           err_console: Console) -> tuple[ScoreResult, CompareResult | None]:
+    """before_scoring hooks, the judges (agent judges in the run's backend, on its image and models), the
+    comparison with the baseline, before_report hooks, the reports."""
     config = request.loaded.config
     models = sandboxes.models
     assert models is not None
+
+    def echo(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False)
+
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
-                          offline=models.offline, sandboxes=sandboxes,
-                          echo=lambda line: err_console.print(line, highlight=False, markup=False),
+                          offline=models.offline, sandboxes=sandboxes, echo=echo,
                           junit_fail_on_judge=request.junit_fail_on_judge)
+    comparison = None
+    if request.baseline is not None:
+        comparison = compare_runs(run_dir.root, request.baseline, config_path=request.loaded.path,
+                                  endpoint=lambda _loaded: models.pairwise_endpoint(),
+                                  parallelism=models.judge_parallelism, echo=echo,
+                                  junit_fail_on_judge=request.junit_fail_on_judge)
+        score = comparison.score
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
-    return score
+    if request.epochs > 1:
+        _aggregate_epochs(run_dir, request.epochs, err_console)
+    return score, comparison
+
+
+def _aggregate_epochs(run_dir: RunDir, epochs: int, err_console: Console) -> None:
+    """epochs.yaml: every judge across each case's epochs (mean, pass@k, pass^k); a line per judge."""
+    summary, _ = read_mapping(run_dir.summary_yaml)
+    per_case = summary.get("per_case") if isinstance(summary.get("per_case"), dict) else {}
+    aggregated = epochs_of.aggregate(per_case or {}, epochs)
+    write_yaml(run_dir.epochs_yaml, {"epochs": epochs, "per_case": aggregated})
+    err_console.print(f"across {epochs} epochs (epochs.yaml):", highlight=False, markup=False)
+    for line in epochs_of.judge_lines(aggregated, epochs):
+        err_console.print(line, highlight=False, markup=False)
 

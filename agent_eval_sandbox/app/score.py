@@ -34,7 +34,7 @@ from agent_eval_sandbox.judges.results import CaseResult, Sample
 from agent_eval_sandbox.judges.standing import not_run_reason, standing
 from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
 from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy
-from agent_eval_sandbox.report.build import ScoreResult, run_cost, write_reports
+from agent_eval_sandbox.report.build import ScoreResult, finish_summary, run_cost, write_reports
 from agent_eval_sandbox.report.summary import compute_run_metrics, read_cases, summarize
 from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
@@ -198,5 +198,6 @@ def score_run(
         offline=run.meta.get("offline") is True,
         cost_usd=run_cost(run),
     )
+    summary, problems = finish_summary(run, summary, config.reward)
     reports = write_reports(run, summary, junit_fail_on_judge=junit_fail_on_judge)
-    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=warnings)
+    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=[*warnings, *problems])

@@ -92,7 +92,7 @@ def _judge_warnings(judge: JudgeConfig, config: EvalConfig, index: int) -> list[
     """What one judge declares that will be skipped, ignored or scored differently than it may seem."""
     kind = judge.kind
     if judge.name == PAIRWISE:
-        return ["judge 'pairwise' (A/B comparison) is not implemented; ignored"]
+        return []  # not scored per case: it judges a run against its baseline (compare/pairwise.py)
     warnings: list[str] = []
     if kind == "agent":
         warnings += _agent_warnings(judge, config, index)
@@ -170,8 +170,7 @@ def _reward_warnings(config: EvalConfig) -> list[str]:
     reward = config.reward
     if reward is None:
         return []
-    warnings = ["'reward' (RL reward composition) is validated, but agent-eval-sandbox does not compute "
-                "the reward yet"]
+    warnings: list[str] = []
     judges = {j.name: j for j in config.scored_judges}
     if reward.normalize and reward.mode != "judge":
         warnings.append("reward.normalize only applies with reward.judge; ignored in formula mode")

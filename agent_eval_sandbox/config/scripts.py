@@ -16,10 +16,13 @@ MODEL_SCRIPT = "model_script.yaml"
 HOOK_SCRIPT = "hook_script.yaml"
 # The LLM judges: beside eval.yaml, consumed one request at a time in case order.
 JUDGE_SCRIPT = "judge_script.yaml"
+# The pairwise judge of a baseline comparison: beside eval.yaml, consumed one request at a time,
+# two per case (the run shown first, then the baseline), in case order.
+PAIRWISE_SCRIPT = "pairwise_script.yaml"
 # An agent judge's own agent, one conversation per sample: judge_scripts/<judge>.yaml (every
 # sample) or judge_scripts/<judge>.<n>.yaml (sample n), in the case's directory, else beside eval.yaml.
 JUDGE_AGENT_SCRIPTS = "judge_scripts"
-ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT, JUDGE_AGENT_SCRIPTS})
+ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT, PAIRWISE_SCRIPT, JUDGE_AGENT_SCRIPTS})
 
 
 def model_script_path(case_dirs: list[Path], dataset_dir: Path, *, batch: bool) -> Path:
@@ -33,6 +36,10 @@ def hook_script_path(case_dir: Path | None, eval_dir: Path) -> Path | None:
 
 def judge_script_path(eval_dir: Path) -> Path:
     return eval_dir / JUDGE_SCRIPT
+
+
+def pairwise_script_path(eval_dir: Path) -> Path:
+    return eval_dir / PAIRWISE_SCRIPT
 
 
 def judge_agent_script_candidates(case_dir: Path | None, eval_dir: Path, judge: str, sample: int) -> list[Path]:

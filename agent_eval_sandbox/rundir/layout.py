@@ -34,8 +34,10 @@ SUMMARY_YAML = "summary.yaml"
 SUMMARY_JSON = "summary.json"
 REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
+COMPARISON_JSON = "comparison.json"
 CASE_ORDER = "case_order.yaml"
 CASES_DIR = "cases"
+LATEST = "latest"  # beside the runs of an eval: a link to the one started last (rundir/latest.py)
 
 # A case's files (in batch mode the single invocation's logs sit at the run's root).
 INPUT = "input.yaml"
@@ -51,6 +53,7 @@ GATEWAY_LOG = "gateway.jsonl"
 TOOL_DECISIONS = "tool_decisions.jsonl"
 CASSETTE = "cassette.jsonl"
 REPLAY_DIFF = "replay_diff.txt"
+REWARD_JSON = "reward.json"
 # An agent judge's runs on the case, one directory per sample: _judges/<judge>/<sample>/.
 JUDGES_DIR = "_judges"
 CASE_RESULT = RUN_RESULT
@@ -62,7 +65,7 @@ CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # A name added above belongs here.
 CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
                 MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
-                REPLAY_DIFF, JUDGES_DIR)
+                REPLAY_DIFF, REWARD_JSON, JUDGES_DIR)
 CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Inside an agent judge's sample directory.
@@ -72,6 +75,22 @@ JUDGE_OUTPUT_DIR = "output"
 # Files that are a run's, never a case's: a case id must not shadow them.
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$")
+
+
+EPOCH_MARK = "#"  # `run --epochs N`: the cases <id>#1 … <id>#N, each its own case directory
+EPOCHS_YAML = "epochs.yaml"  # the judges aggregated across epochs (judges/epochs.py)
+
+
+def epoch_case_id(case_id: str, epoch: int) -> str:
+    return f"{case_id}{EPOCH_MARK}{epoch}"
+
+
+def split_epoch(case_id: str) -> tuple[str, int | None]:
+    """`<id>#<n>` -> (id, n); any other id -> (id, None)."""
+    base, mark, number = case_id.rpartition(EPOCH_MARK)
+    if mark and base and number.isdigit() and not number.startswith("0"):
+        return base, int(number)
+    return case_id, None
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -178,6 +197,11 @@ class CaseDir:
         return self.path / CASE_HOOK_OUTPUTS
 
     @property
+    def reward(self) -> Path:
+        """The case's reward as the reference's Harbor verifier writes it (`reward:` in eval.yaml)."""
+        return self.path / REWARD_JSON
+
+    @property
     def result(self) -> Path:
         return self.path / CASE_RESULT
 
@@ -241,6 +265,9 @@ class RunDir:
     @classmethod
     def create(cls, base: Path, eval_name: str, run_id: str) -> RunDir:
         root = base / safe_component(eval_name) / run_id
+        if run_id == LATEST:
+            raise UserError("--run-id latest is reserved: it names the link to the newest run",
+                            fix="choose another --run-id")
         if root.exists():
             raise UserError(f"run directory {root} already exists", fix="choose another --run-id")
         (root / CASES_DIR).mkdir(parents=True)
@@ -278,6 +305,15 @@ class RunDir:
     @property
     def junit_xml(self) -> Path:
         return self.root / JUNIT_XML
+
+    @property
+    def comparison_json(self) -> Path:
+        """The run's comparison with a baseline run (`compare`, `run --baseline`)."""
+        return self.root / COMPARISON_JSON
+
+    @property
+    def epochs_yaml(self) -> Path:
+        return self.root / EPOCHS_YAML
 
     @property
     def case_order(self) -> Path:

@@ -19,6 +19,7 @@ NAME_CLASSES = {
     "changes": [layout.MODIFIED_DIR, layout.WORKSPACE_DIFF],
     "directories": [layout.SUBAGENTS_DIR, layout.JUDGES_DIR],
     "replay": [layout.CASSETTE, layout.REPLAY_DIFF],
+    "scores": [layout.REWARD_JSON],
 }
 
 
