@@ -501,20 +501,24 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="eval.yaml to judge with (default: the one the run recorded).")
-@click.option("--samples", type=click.IntRange(min=1), help="Samples per LLM judge (overrides each judge's samples).")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Samples per LLM and agent judge (overrides each judge's samples).")
 @click.option("--judge-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds one judge may take on one case.")
-@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True, help="Cases judged at once.")
+@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Cases judged at once (and agent judge sandboxes at once).")
+@click.option("--offline", is_flag=True,
+              help="Script the judges' models: judge_script.yaml (LLM judges), judge_scripts/ (agent judges).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
-          as_json: bool, junit_fail_on_judge: bool) -> None:
+          offline: bool, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
     result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
-                       parallelism=parallelism,
+                       parallelism=parallelism, offline=offline,
                        echo=None if as_json or verbosity.quiet() else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)

@@ -26,6 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.agent_judging import JudgeSandboxes
 from agent_eval_sandbox.app.compare import CompareResult, compare_runs
 from agent_eval_sandbox.app.rerun import ResumePlan, fingerprint
 from agent_eval_sandbox.app.score import score_run
@@ -48,7 +49,7 @@ from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.case import INTERRUPTED
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.display import ProgressDisplay
-from agent_eval_sandbox.runner.model_access import ModelAccess, model_access
+from agent_eval_sandbox.runner.model_access import model_access
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.repo_history import commit_snapshot, project_files
 from agent_eval_sandbox.runner.schedule import Scheduled, run_cases
@@ -186,7 +187,9 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                 _write_hook_outputs(run_dir, before_all.outputs, [*_kept_ids(request), *request.invocations])
                 result = _record(request, run_dir, scheduled, claude_version, started)
                 if not scheduled.interrupted_by:
-                    score, comparison = _score(request, run_dir, hooks, models, err_console)
+                    sandboxes = JudgeSandboxes(backend=backend, host=host, image_ref=image.ref, models=models,
+                                               parallelism=settings.judge_sandboxes)
+                    score, comparison = _score(request, run_dir, hooks, sandboxes, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
         if result is None:  # stopped before the cases were recorded (staging, before_all): record that
             _record(request, run_dir, Scheduled(scheduled.outcomes, exc), claude_version, started)
@@ -337,10 +340,13 @@ def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: l
     write_hook_outputs(run_dir.hook_outputs, {"before_all": dict(before_all.data), "cases": cases})
 
 
-def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: ModelAccess,
+def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, sandboxes: JudgeSandboxes,
            err_console: Console) -> tuple[ScoreResult, CompareResult | None]:
-    """before_scoring hooks, the judges, the comparison with the baseline, before_report hooks, the reports."""
+    """before_scoring hooks, the judges (agent judges in the run's backend, on its image and models), the
+    comparison with the baseline, before_report hooks, the reports."""
     config = request.loaded.config
+    models = sandboxes.models
+    assert models is not None
 
     def echo(line: str) -> None:
         err_console.print(line, highlight=False, markup=False)
@@ -348,7 +354,8 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
-                          echo=echo, junit_fail_on_judge=request.junit_fail_on_judge)
+                          offline=models.offline, sandboxes=sandboxes, echo=echo,
+                          junit_fail_on_judge=request.junit_fail_on_judge)
     comparison = None
     if request.baseline is not None:
         comparison = compare_runs(run_dir.root, request.baseline, config_path=request.loaded.path,
