@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agent_eval_sandbox import __version__, exit_codes
+from agent_eval_sandbox import __version__, exit_codes, verbosity
 from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -47,7 +47,8 @@ JUNIT_FAIL_ON_JUDGE_HELP = ("In junit.xml, a failing verdict of a judge without 
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    if not verbosity.quiet():
+        click.echo(f"warning: {message}", err=True)
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -96,8 +97,10 @@ STRICT_HELP = "Refuse the eval (exit 2) if it has any warning: what CI should us
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agent-eval-sandbox")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Run agent-eval-harness evals of Claude Code skills, one hardened container per case."""
+    verbosity.begin(ctx)
 
 
 def _summary_lines(loaded: LoadedConfig, dataset: Dataset, invocations: list[Invocation]) -> list[str]:
@@ -263,12 +266,15 @@ def run(
     replay = resolve_run_arg(replay, base) if replay is not None else None
     baseline = _baseline_arg(baseline, base, fail_on_regression=fail_on_regression, dry_run=dry_run)
     if resume is not None:
-        if rerun_failed or case_patterns or limit or run_id or replay or record or epochs > 1:
-            raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
-                            "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
+        # A resume runs the rest as the run was started (run.json); only what describes this machine
+        # (--shared-dir, --allow-unenforced-network, --parallelism, --rebuild-image) is taken from here.
+        _refuse_on_resume(rerun_failed=rerun_failed, case=case_patterns, limit=limit, run_id=run_id, replay=replay,
+                          record=record, epochs=epochs > 1, model=model, subagent_model=subagent_model,
+                          timeout=timeout, max_budget=max_budget, skill_args=skill_args)
         plan = reruns.plan_resume(resolve_run_arg(resume, base))
-        eval_yaml, offline, run_id, record, replay, overrides = _as_started(plan.meta)
-        runs_dir = str(plan.run.root.parent.parent)
+        eval_yaml, offline, run_id, record, replay, overrides, claude_version, epochs = _as_started(
+            plan, offline=offline, claude_version=claude_version, parallelism=parallelism)
+        runs_dir, rerun_of = str(plan.run.root.parent.parent), None
         to_run = set(plan.to_run)
         select: Callable[[list[str]], list[str]] | None = lambda ids: [i for i in ids if i in to_run]  # noqa: E731
     else:
@@ -277,17 +283,8 @@ def run(
         failed = _failed_ids(rerun_of) if rerun_of is not None else None
         select = None if not (case_patterns or limit or failed is not None) else (
             lambda ids: select_ids([i for i in ids if failed is None or i in failed], case_patterns, limit))
-    if resume is None:
-        overrides = CliOverrides(
-        timeout=timeout,
-        max_budget=max_budget,
-        parallelism=parallelism,
-        skill_args=skill_args,
-        model=model,
-        subagent_model=subagent_model,
-    )
-    if plan is not None:
-        epochs = int(plan.meta.get("epochs") or 1)
+        overrides = CliOverrides(timeout=timeout, max_budget=max_budget, parallelism=parallelism,
+                                 skill_args=skill_args, model=model, subagent_model=subagent_model)
     checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
                            select=select, epochs=epochs)
     if plan is not None:
@@ -302,7 +299,7 @@ def run(
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
                  baseline=baseline, fail_on_regression=fail_on_regression,
                  allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
-                 rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
+                 rerun_of=rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -341,15 +338,36 @@ def _failed_ids(run_dir: Path) -> set[str]:
     return set(failed)
 
 
-def _as_started(meta: dict[str, Any]) -> tuple[Path, bool, str, bool, Path | None, CliOverrides]:
-    """How a run was started (its run.json): a resume runs the rest the same way."""
+def _refuse_on_resume(**options: Any) -> None:
+    """Options that would change the run a resume finishes, named as the user spelt them."""
+    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value]
+    if given:
+        raise UserError(f"--resume finishes a run as it was started: it takes no {', '.join(given)}",
+                        fix="drop those options (to change them, start a new run)")
+
+
+def _as_started(plan: Any, *, offline: bool, claude_version: str | None, parallelism: int | None,
+                ) -> tuple[Path, bool, str, bool, Path | None, CliOverrides, str | None, int]:
+    """How a run was started (its run.json), which a resume runs the rest with: eval.yaml, offline, run id,
+    record, replay, the overrides (this machine's --parallelism first), Claude Code version, epochs."""
+    meta = plan.meta
     recorded = meta.get("settings")
     settings: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     replay = meta.get("replay_of")
-    return (Path(str(meta.get("config_path"))), bool(meta.get("offline")) and not replay, str(meta.get("run_id")),
-            bool(meta.get("recorded")), Path(replay) if replay else None,
-            CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
-                         parallelism=settings.get("parallelism"), model=settings.get("model")))
+    was_offline = bool(meta.get("offline")) and not replay
+    if offline and not was_offline:
+        raise UserError(f"--resume {plan.run.root}: the run was not started --offline",
+                        fix="drop --offline: a resume uses the model access the run started with")
+    version = meta.get("claude_version")
+    if claude_version and version and claude_version != version:
+        raise UserError(f"--resume {plan.run.root}: the run was started with Claude Code {version}, "
+                        f"not {claude_version}", fix="drop --claude-version")
+    overrides = CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
+                             parallelism=parallelism or settings.get("parallelism"), model=settings.get("model"),
+                             subagent_model=settings.get("subagent_model"), skill_args=settings.get("skill_args"))
+    return (Path(str(meta.get("config_path"))), was_offline, str(meta.get("run_id")), bool(meta.get("recorded")),
+            Path(replay) if replay else None, overrides, str(version) if version else claude_version,
+            int(meta.get("epochs") or 1))
 
 
 def _baseline_arg(baseline: Path | None, base: Path, *, fail_on_regression: bool, dry_run: bool) -> Path | None:
@@ -419,10 +437,8 @@ def _execute(
         resume=resume,
         epochs=epochs,
     )
-    console = Console()
-    # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
-    err_console = Console(stderr=True, soft_wrap=True)
-    outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
+    console = Console(quiet=verbosity.quiet())
+    outcome = execute_run(request, err_console=verbosity.err_console(), show_progress=not as_json)
     result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
     drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
@@ -447,11 +463,13 @@ def _execute(
                   highlight=False, markup=False)
     if outcome.interrupted_exit is not None or score is None:
         click.echo(f"INTERRUPTED: {result.finished} of {result.planned} cases finished; the run was not judged")
+        if verbosity.quiet():
+            sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
         click.echo(f"run directory: {run_dir}")
         click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
         sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
     _print_score(score)
-    if compared is not None:
+    if compared is not None and not verbosity.quiet():
         for line in _comparison_lines(compared):
             click.echo(line)
     sys.exit(exit_code)
@@ -464,6 +482,9 @@ def _comparison_lines(result: Any) -> list[str]:
 
 
 def _print_score(score: Any) -> None:
+    if verbosity.quiet():
+        click.echo(score.verdict_line())
+        return
     for warning in score.warnings:
         _warn(warning)
     for line in score.text_lines():
@@ -483,20 +504,25 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="eval.yaml to judge with (default: the one the run recorded).")
-@click.option("--samples", type=click.IntRange(min=1), help="Samples per LLM judge (overrides each judge's samples).")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Samples per LLM and agent judge (overrides each judge's samples).")
 @click.option("--judge-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds one judge may take on one case.")
-@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True, help="Cases judged at once.")
+@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Cases judged at once (and agent judge sandboxes at once).")
+@click.option("--offline", is_flag=True,
+              help="Script the judges' models: judge_script.yaml (LLM judges), judge_scripts/ (agent judges).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
-          as_json: bool, junit_fail_on_judge: bool) -> None:
+          offline: bool, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
     result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
-                       parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)),
+                       parallelism=parallelism, offline=offline,
+                       echo=None if as_json or verbosity.quiet() else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
 
@@ -593,19 +619,17 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--controller", is_flag=True,
               help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
 @click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
-                quiet: bool) -> None:
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None) -> None:
     """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
-    controller image)."""
-    from rich.console import Console
-
+    controller image). With -q, print only the image's ref."""
+    quiet = verbosity.quiet()
     if controller:
         from agent_eval_sandbox.sandbox.controller_image import build_controller_image
 
-        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild,
+                                       console=verbosity.err_console())
         click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
         return
     if tag:
@@ -622,7 +646,7 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              claude_version=claude_version or DEFAULT_CLAUDE_VERSION,
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
-                                  console=Console(stderr=True))
+                                  console=verbosity.err_console())
     if quiet:
         click.echo(result.ref)
     else:
@@ -831,3 +855,6 @@ def main() -> None:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     cli(prog_name="agent-eval-sandbox")
+
+
+verbosity.add_options(cli)  # last: every command is defined by now

@@ -14,6 +14,7 @@ exits 130/143.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -25,6 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.agent_judging import JudgeSandboxes
 from agent_eval_sandbox.app.compare import CompareResult, compare_runs
 from agent_eval_sandbox.app.rerun import ResumePlan, fingerprint
 from agent_eval_sandbox.app.score import score_run
@@ -47,7 +49,7 @@ from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.case import INTERRUPTED
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.display import ProgressDisplay
-from agent_eval_sandbox.runner.model_access import ModelAccess, model_access
+from agent_eval_sandbox.runner.model_access import model_access
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.repo_history import commit_snapshot, project_files
 from agent_eval_sandbox.runner.schedule import Scheduled, run_cases
@@ -67,6 +69,8 @@ from agent_eval_sandbox.sandbox.image import (
 )
 from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -137,11 +141,16 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     backend, host = _backend(request, err_console, backend)
     if image_step is None:
         image_step = registry_image if config.sandbox.backend == "kubernetes" else docker_image
+    # What happens before the first case can take minutes (a first image build): it is said as it starts.
+    log.info("sandbox image: checking (Claude Code %s)%s", claude_version, ", rebuilding" if request.rebuild_image
+             else "")
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
         request.rebuild_image, err_console,
     )
+    log.info("sandbox image: %s (%s)", image.ref, "built now" if image.built else "ready")
+    log.info("checking that the sandboxes can mount the run's files in %s", host.root)
     backend.check_host_paths(host, image.ref)
     started = time.time()
     run_dir = _open_run_dir(request, image.ref, claude_version, started)
@@ -161,7 +170,10 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     try:
         # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
         with run_scope(backend, request.run_id, cancelled):
+            log.info("staging the project for the sandboxes (without the answer key)")
             resources, repo_copy = _stage_project(request, staging, handlers, environ, warn)
+            log.info("running %d case(s), %d at once; results in %s", len(request.invocations),
+                     settings.parallelism, run_dir.root)
             with hooks.around_run(config.hooks) as before_all:
                 ctx = RunContext(
                     loaded=loaded, settings=settings, run_dir=run_dir, run_id=request.run_id, backend=backend,
@@ -175,7 +187,9 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                 _write_hook_outputs(run_dir, before_all.outputs, [*_kept_ids(request), *request.invocations])
                 result = _record(request, run_dir, scheduled, claude_version, started)
                 if not scheduled.interrupted_by:
-                    score, comparison = _score(request, run_dir, hooks, models, err_console)
+                    sandboxes = JudgeSandboxes(backend=backend, host=host, image_ref=image.ref, models=models,
+                                               parallelism=settings.judge_sandboxes)
+                    score, comparison = _score(request, run_dir, hooks, sandboxes, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
         if result is None:  # stopped before the cases were recorded (staging, before_all): record that
             _record(request, run_dir, Scheduled(scheduled.outcomes, exc), claude_version, started)
@@ -246,6 +260,8 @@ def _backend(request: RunRequest, err_console: Console,
     sandbox = request.loaded.config.sandbox
     backend = given if given is not None else backend_for(
         sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
+    log.debug("sandbox backend: %s%s", request.loaded.config.sandbox.backend,
+             f", runtime {sandbox.runtime}" if sandbox.runtime else "")
     host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
@@ -279,6 +295,9 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
             "max_budget_usd": settings.max_budget_usd,
             "parallelism": settings.parallelism,
             "model": settings.model,
+            "subagent_model": settings.subagent_model,
+            # what --skill-args replaced the eval's template with; a resume passes it again
+            "skill_args": settings.template if settings.template_source == "--skill-args" else None,
         },
         "started_at": started,
     }
@@ -321,10 +340,13 @@ def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: l
     write_hook_outputs(run_dir.hook_outputs, {"before_all": dict(before_all.data), "cases": cases})
 
 
-def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: ModelAccess,
+def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, sandboxes: JudgeSandboxes,
            err_console: Console) -> tuple[ScoreResult, CompareResult | None]:
-    """before_scoring hooks, the judges, the comparison with the baseline, before_report hooks, the reports."""
+    """before_scoring hooks, the judges (agent judges in the run's backend, on its image and models), the
+    comparison with the baseline, before_report hooks, the reports."""
     config = request.loaded.config
+    models = sandboxes.models
+    assert models is not None
 
     def echo(line: str) -> None:
         err_console.print(line, highlight=False, markup=False)
@@ -332,7 +354,8 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
-                          echo=echo, junit_fail_on_judge=request.junit_fail_on_judge)
+                          offline=models.offline, sandboxes=sandboxes, echo=echo,
+                          junit_fail_on_judge=request.junit_fail_on_judge)
     comparison = None
     if request.baseline is not None:
         comparison = compare_runs(run_dir.root, request.baseline, config_path=request.loaded.path,
@@ -345,6 +368,13 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
     if request.epochs > 1:
         _aggregate_epochs(run_dir, request.epochs, err_console)
+    if config.mlflow is not None:
+        from agent_eval_sandbox.report.mlflow_log import log_run, tracking_uri
+
+        log.info("logging the run to MLflow at %s", tracking_uri(config.mlflow, os.environ))
+        logged = log_run(run_dir, config.mlflow, eval_name=config.name, environ=os.environ, warn=_warner(err_console))
+        if logged:
+            log.info("MLflow run %s", logged)
     return score, comparison
 
 

@@ -5,11 +5,14 @@ it builds the `outputs` record once (judges/record.py), then asks each judge
 (judges/kinds.py) for its verdict. Whatever one judge does on one case —
 raise, hang, crash, answer nonsense — becomes that case's error for that
 judge, never the run's. A case whose agent never ran is not judged at all:
-every judge's result says so and counts as failing (judges/standing.py).
+every judge's result says so and counts as failing (judges/standing.py); no
+agent judge's sandbox starts for it. Agent judges are planned per case and
+run last, in sandboxes of their own (app/agent_judging.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -18,12 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent_eval_sandbox.app.agent_judging import JudgeSandboxes, Planned, judge_planned, plan_case
 from agent_eval_sandbox.app.validate import load_checked
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.host_env import untrusted_free_env
-from agent_eval_sandbox.judges.kinds import Judge, JudgeServices, JudgeSetup, make_judge
+from agent_eval_sandbox.judges.kinds import AgentJudge, Judge, JudgeServices, JudgeSetup, make_judge
 from agent_eval_sandbox.judges.llm import ModelJudge
 from agent_eval_sandbox.judges.record import build_record, read_case_files
 from agent_eval_sandbox.judges.results import CaseResult, Sample
@@ -34,6 +38,7 @@ from agent_eval_sandbox.report.build import ScoreResult, finish_summary, run_cos
 from agent_eval_sandbox.report.summary import compute_run_metrics, read_cases, summarize
 from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
+from agent_eval_sandbox.runner.model_access import OfflineModels
 
 DEFAULT_JUDGE_TIMEOUT_S = 60.0
 DEFAULT_PARALLELISM = 4
@@ -91,15 +96,19 @@ def score_run(
     echo: Echo | None = None,
     retry: RetryPolicy | None = None,
     endpoint: ModelEndpoint | None = None,
+    offline: bool = False,
+    sandboxes: JudgeSandboxes | None = None,
     junit_fail_on_judge: bool = False,
 ) -> ScoreResult:
     """Judge a finished run (again) and write summary.yaml/json, report.html and junit.xml.
 
     The config is `config_path`, else the eval.yaml recorded in run.json;
-    `samples` overrides every LLM judge's `samples`; `junit_fail_on_judge` makes a failing
-    verdict of a judge without a threshold a junit failure. Raises RunDirError for a
-    directory that is not a run, ConfigError for a bad eval.yaml; judge
-    failures never raise.
+    `samples` overrides every LLM and agent judge's `samples`; `offline` scripts the judges'
+    models (judge_script.yaml, judge_scripts/) where `endpoint` and `sandboxes` do not say
+    otherwise; `sandboxes` is what agent judges run with (default: made here, `parallelism`
+    at once); `junit_fail_on_judge` makes a failing verdict of a judge without a threshold a
+    junit failure. Raises RunDirError for a directory that is not a run, ConfigError for a
+    bad eval.yaml; judge failures never raise.
     """
     run = open_finished_run(run_dir)
     loaded = _config_for(run, config_path)
@@ -109,6 +118,9 @@ def score_run(
     warnings = [*loaded.warnings, *run.problems]
     setup = JudgeSetup(loaded, os.environ, samples)
     judges = [make_judge(j, setup) for j in config.scored_judges]
+    in_process = [j for j in judges if not isinstance(j, AgentJudge)]
+    agent_judges = [j for j in judges if isinstance(j, AgentJudge)]
+    planned: Planned = []
     case_ids = run.case_ids
     say(f"Judging {len(case_ids)} cases with {len(judges)} judges: {', '.join(j.name for j in judges) or 'none'}")
 
@@ -131,7 +143,11 @@ def score_run(
                 reason = f"the case's files could not be read: {exc}"
                 results = {j.name: CaseResult.errored(j.judge_type, reason) for j in judges}
             else:
-                results, off_scale = judge_case(judges, record, services)
+                results, off_scale = judge_case(in_process, record, services)
+                settled, case_plan = plan_case(agent_judges, record, case_id, files.case_dir)
+                results.update(settled)
+                with lock:
+                    planned.extend(case_plan)
             results = marked(results, outcome)
         with lock:
             per_case[case_id] = results
@@ -143,7 +159,10 @@ def score_run(
 
     # Judge code runs from the project root (cwd and sys.path), over the run's files as data:
     # nothing of the run directory may be where the worker looks for code.
-    with WorkerPool(loaded.root, env=untrusted_free_env(os.environ, [run.root])) as pool:
+    with contextlib.ExitStack() as stack:
+        if endpoint is None and offline:
+            endpoint = stack.enter_context(OfflineModels(loaded).judge_endpoint())
+        pool = stack.enter_context(WorkerPool(loaded.root, env=untrusted_free_env(os.environ, [run.root])))
         services = JudgeServices(pool=pool, models=ModelJudge(retry, endpoint=endpoint), timeout_s=judge_timeout_s)
         executor = ThreadPoolExecutor(max_workers=max(1, parallelism))
         try:
@@ -152,6 +171,18 @@ def score_run(
         finally:
             # On Ctrl-C, do not wait out running judges: closing the pool kills their workers.
             executor.shutdown(wait=False, cancel_futures=True)
+
+    if planned:
+        lent = sandboxes or JudgeSandboxes(parallelism=parallelism)
+        for (case_id, name), (result, agent_samples) in judge_planned(planned, loaded, run, lent, offline=offline,
+                                                                      say=say).items():
+            per_case[case_id].update(marked({name: result}, run.outcome(case_id)))
+            for sample in agent_samples:
+                if sample.off_scale:
+                    say(f"  WARNING: {case_id}: judge '{name}' {sample.error}")
+    # Every case's results in the order of the judges.
+    per_case = {case_id: {j.name: per_case[case_id][j.name] for j in judges if j.name in per_case[case_id]}
+                for case_id in per_case}
 
     summary = summarize(
         run_id=run.run_id,

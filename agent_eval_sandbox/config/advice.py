@@ -95,10 +95,6 @@ def _judge_warnings(judge: JudgeConfig, config: EvalConfig, index: int) -> list[
         return []  # not scored per case: it judges a run against its baseline (compare/pairwise.py)
     warnings: list[str] = []
     if kind == "agent":
-        warnings.append(
-            f"judge '{judge.name}' uses 'agent' (tool-using agent judges), which is not "
-            "implemented; it will be skipped"
-        )
         warnings += _agent_warnings(judge, config, index)
     elif kind == "skip":
         warnings.append(f"judge '{judge.name}' sets none of builtin/check/prompt/"

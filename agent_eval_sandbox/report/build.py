@@ -31,7 +31,7 @@ from agent_eval_sandbox.report.summary import (
     with_reward,
     write_summary,
 )
-from agent_eval_sandbox.report.text import text_lines
+from agent_eval_sandbox.report.text import text_lines, verdict_line
 from agent_eval_sandbox.rundir.layout import is_case_id
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 from agent_eval_sandbox.rundir.write import write_json, write_text
@@ -65,6 +65,10 @@ class ScoreResult:
     def text_lines(self) -> list[str]:
         """What `run`, `score` and `report` print (report/text.py)."""
         return text_lines(self.summary, self.run_dir, self.reports.html)
+
+    def verdict_line(self) -> str:
+        """The one line `-q` prints."""
+        return verdict_line(self.summary, self.exit_code)
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` document."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agent_eval_sandbox.judges.results import CaseResult, JudgeStats
 from agent_eval_sandbox.judges.standing import one_line
-from agent_eval_sandbox.judges.thresholds import regression_lines
+from agent_eval_sandbox.judges.thresholds import regression_lines, regressions
 from agent_eval_sandbox.report.summary import CaseEnding, Summary
 
 MAX_FAILURE_LINES = 30
@@ -177,3 +177,16 @@ def text_lines(summary: Summary, run_dir: Path, html: Path) -> list[str]:
     lines += run_lines(summary)
     lines += regression_lines(summary.thresholds.checks)
     return lines
+
+
+VERDICT_WORDS = {0: "PASS", 1: "FAIL", 4: "INFRASTRUCTURE ERROR"}
+
+
+def verdict_line(summary: Summary, exit_code: int) -> str:
+    """The one line -q prints: the verdict, what it rests on, the exit code."""
+    cases = summary.cases
+    completed = f"{cases.completed}/{cases.planned} cases completed" if cases is not None else (
+        f"{len(summary.per_case)} cases")
+    failed = len(regressions(summary.thresholds.checks))
+    return (f"{VERDICT_WORDS.get(exit_code, 'FAIL')}: {summary.eval} run {summary.run_id}: {completed}, "
+            f"{failed} regression(s) (exit {exit_code})")

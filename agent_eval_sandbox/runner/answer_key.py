@@ -12,7 +12,8 @@ against the result.
 What it holds:
 - eval.yaml, the dataset directory, the runs directory;
 - `tool_handlers.yaml`, and files named like an offline script
-  (`model_script.yaml`, `hook_script.yaml`, `judge_script.yaml`, `pairwise_script.yaml`) wherever they are;
+  (`model_script.yaml`, `hook_script.yaml`, `judge_script.yaml`, `pairwise_script.yaml`,
+  the agent judges' `judge_scripts/`) wherever they are;
 - judges: `prompt_file`, `context` (and an agent judge's `agent.context`);
   a `module:` — its file, the `__init__.py` of its packages, every project
   module it imports statically (`python_imports`), and its package directory

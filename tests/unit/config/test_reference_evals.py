@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).parents[2] / "fixtures" / "evals"
 
 # What each fixture is expected to warn about (and nothing else: no "unknown key").
 EXPECTED_WARNINGS = {
-    "everything.yaml": ["'mlflow' (experiment tracking)", "judge 'grounded' uses 'agent'"],
+    "everything.yaml": [],
     "prompt-repo.yaml": [],
     "batch.yaml": ["top-level 'skill' is deprecated"],
     "external-runner.yaml": ["runner.type 'cli' is not implemented", "'matrix' (matrix runs)",
