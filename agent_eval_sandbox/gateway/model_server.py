@@ -52,6 +52,9 @@ class ServedRequest:
 
 class _ScriptHandler(MessagesApiHandler):
     server: _ScriptHTTPServer
+    # An answer goes out as several small writes (headers, then each chunk): on a kept-alive
+    # connection Nagle's algorithm would hold each back until the client's delayed ACK, ~40 ms.
+    disable_nagle_algorithm = True
 
     def _dispatch(self) -> None:
         with self.server.service.request_in_flight():
@@ -64,13 +67,13 @@ class _ScriptHandler(MessagesApiHandler):
             raw = self.read_body()
         except BodyError as exc:
             self.close_connection = True
-            self.send_api_error(exc.status, "invalid_request_error", exc.message)
             self._record(None, None, exc.status)
+            self.send_api_error(exc.status, "invalid_request_error", exc.message)
             return
         route = classify(self.command, self.path)
         if route is Route.PROBE:
-            self.send_json(200, {"status": "ok", "server": "agent-eval-sandbox scripted model server"})
             self._record(None, None, 200)
+            self.send_json(200, {"status": "ok", "server": "agent-eval-sandbox scripted model server"})
         elif route is Route.OTHER:
             self._not_found(None)
         else:
@@ -117,7 +120,6 @@ class _ScriptHandler(MessagesApiHandler):
             return
         message = reply_message(step, request)
         headers = [("request-id", new_id("req_"))]
-        # Recorded before the answer goes out: whoever has the answer finds the request recorded.
         self._record(request, index, 200)
         if request.get("stream"):
             self.start_chunked(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers])
@@ -128,6 +130,8 @@ class _ScriptHandler(MessagesApiHandler):
             self.send_json(200, message, headers)
 
     def _record(self, body: Any, step_index: int | None, status: int) -> None:
+        # Before the answer goes out: whoever saw an answer finds its request recorded, even once
+        # the server closed (it does not wait for its handlers, see close_grace_s).
         self.server.service.record(
             ServedRequest(self.command, self.path, dict(self.headers.items()), body, step_index, status)
         )
