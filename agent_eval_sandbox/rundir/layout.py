@@ -50,6 +50,7 @@ GATEWAY_LOG = "gateway.jsonl"
 TOOL_DECISIONS = "tool_decisions.jsonl"
 CASSETTE = "cassette.jsonl"
 REPLAY_DIFF = "replay_diff.txt"
+STEPS_DIR = "steps"  # a pipeline's steps: `steps/<step-id>/` holds a step's own prompt, logs, events, record
 CASE_RESULT = RUN_RESULT
 CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # Every name the tool gives a case's own files; everything else in a case directory was collected
@@ -59,7 +60,7 @@ CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # A name added above belongs here.
 CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
                 MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
-                REPLAY_DIFF)
+                REPLAY_DIFF, STEPS_DIR)
 CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Files that are a run's, never a case's: a case id must not shadow them.
@@ -163,6 +164,11 @@ class CaseDir:
     @property
     def result(self) -> Path:
         return self.path / CASE_RESULT
+
+    def step(self, step_id: str) -> CaseDir:
+        """`steps/<step-id>/` of a pipeline's case: the step's prompt.txt, stdout.log, stderr.log,
+        events.json and run_result.json (its `StepOutcome`), under the same names as a case's."""
+        return CaseDir(self.path / STEPS_DIR / step_id)
 
     def output(self, relative: str) -> Path:
         """A collected `outputs[].path` (relative to the workspace)."""
