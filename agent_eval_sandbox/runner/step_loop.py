@@ -128,12 +128,11 @@ class Pipeline:
         (staged.channel_dir / paths.PROMPT_FILE_NAME).write_text(prompt, encoding="utf-8")
         info = self._case_info(plan)
         try:
-            before = ctx.hooks.run(Phase.BEFORE_STEP, ctx.config.hooks.before_step, case=info, sandbox=self.box) \
-                if ctx.config.hooks.before_step and ctx.per_case_hooks else None
+            if ctx.config.hooks.before_step and ctx.per_case_hooks:
+                ctx.hooks.run(Phase.BEFORE_STEP, ctx.config.hooks.before_step, case=info, sandbox=self.box)
         except HookFailed as exc:
             return StepOutcome(**base, end_reason="hook_failed", error=exc.render(),
                                duration_s=round(time.monotonic() - started, 3))
-        hook_env = before.outputs.env if before is not None else {}
         spent, usage, requests, refused = self._channel_counts()
         result: ExecResult | None = None
         error: str | None = None
@@ -143,7 +142,7 @@ class Pipeline:
                 self.channel.begin_step(limits.budget_usd, upstream or self.case_upstream)
             try:
                 listed = self._listing()
-                result = self.last_result = self._exec(plan, limits, {**plan.env, **hook_env}, out)
+                result = self.last_result = self._exec(plan, limits, plan.env, out)
                 if not self.box.frozen:
                     files = changed_files(listed, self._listing())
             except SandboxError as exc:

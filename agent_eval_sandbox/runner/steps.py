@@ -106,7 +106,7 @@ def _render(step_id: str, skill: str, template: str, field: str, case: Case, ear
 
 # Before anything runs, every step's template is rendered with stand-ins for the steps before it:
 # what a case's input.yaml lacks is found at planning, not after the first steps spent money.
-_STAND_IN = StepView(output="", exit_code=0, files=())
+_STAND_IN = StepView(output="(stand-in)", exit_code=0, files=("(stand-in)",))
 
 
 def check_step_templates(config: EvalConfig, case: Case, eval_file: Path | None = None) -> str:
