@@ -271,7 +271,7 @@ def run_pipeline(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, part
     box, env = agent_start(ctx, staged, sandbox, parts, hook_outputs)
     pipeline = Pipeline(ctx, staged, box, parts.channel, env, status)
     steps = pipeline.run()
-    return pipeline.last_result, PipelineRun(tuple(steps), pipeline.hard_stop)
+    return pipeline.last_result, PipelineRun(tuple(steps), pipeline.hard_stop, pipeline.cut)
 
 
 # Whatever the agent wrote (frozen at the deadline or not) comes out under these caps.

@@ -10,7 +10,7 @@ from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.interception import ContainerSettings
 from agent_eval_sandbox.lifecycle import CaseInfo
 from agent_eval_sandbox.rundir.layout import CaseDir
-from agent_eval_sandbox.rundir.models import GatewayUse, StepOutcome
+from agent_eval_sandbox.rundir.models import EndReason, GatewayUse, StepOutcome
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.sandbox.base import ExecResult
 
@@ -62,6 +62,9 @@ class PipelineRun:
     # A step whose failure is otherwise tolerated (on_failure: continue) but that the case's
     # deadline or budget stopped: the case's ending is its.
     hard_stop: StepOutcome | None = None
+    # Why steps were left unstarted whatever their on_failure (the case's deadline or budget, an
+    # interrupt): a pipeline cut short is not complete, even when every step that ran ended by itself.
+    cut: EndReason | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ from agent_eval_sandbox.runner.ending import ENDED_BY_INTERRUPT
 from agent_eval_sandbox.runner.steps import pipeline_ending, pipeline_totals
 
 
+# The limit a pipeline cut short reached (as `runner/ending.py` names them).
+CUT_LIMITS = {"timed_out": ("deadline",), "budget_exhausted": ("budget",)}
+
+
 def collect_pipeline(ctx: RunContext, staged: StagedCase, agent: AgentRun, pipeline: PipelineRun,
                      channel: ChannelUse, started_wall: float, duration: float) -> CaseOutcome:
     out = staged.out
@@ -38,7 +42,7 @@ def collect_pipeline(ctx: RunContext, staged: StagedCase, agent: AgentRun, pipel
                         if r.container_path.startswith(paths.WORKSPACE + "/"))
         changes = collect_changes(staged.workspace, staged.collected, out.path, mounted)
         collect_outputs(ctx.config, staged.collected, out.path)
-    end = pipeline_ending(steps, pipeline.hard_stop)
+    end = pipeline_ending(steps, pipeline.hard_stop, pipeline.cut)
     reason: EndReason = end.end_reason
     if agent.error is not None and reason not in ("hook_failed",):
         reason = "error"
@@ -63,7 +67,7 @@ def collect_pipeline(ctx: RunContext, staged: StagedCase, agent: AgentRun, pipel
         gateway=channel.gateway,
         num_turns=totals.num_turns,
         permission_denials=totals.permission_denials,
-        limits_hit=totals.limits_hit,
+        limits_hit=list(dict.fromkeys([*totals.limits_hit, *CUT_LIMITS.get(pipeline.cut or "", ())])),
         oom_kills=result.oom_kills if result else None,
         session_id=totals.session_id,
         model=ctx.settings.model,

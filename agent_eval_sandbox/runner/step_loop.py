@@ -27,7 +27,7 @@ from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.lifecycle import CaseInfo, HookFailed, Phase
 from agent_eval_sandbox.rundir.layout import CaseDir
-from agent_eval_sandbox.rundir.models import GatewayUse, Integrity, StepOutcome, bounded_denials
+from agent_eval_sandbox.rundir.models import EndReason, GatewayUse, Integrity, StepOutcome, bounded_denials
 from agent_eval_sandbox.rundir.write import append_text, write_json
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.case_values import TOKEN_KEYS, StagedCase
@@ -66,6 +66,7 @@ class Pipeline:
         self.plans = plan_steps(ctx.config, ctx.settings, ctx.host_environ)
         self.case_upstream = channel.upstream_url if channel is not None else None
         self.hard_stop: StepOutcome | None = None
+        self.cut: EndReason | None = None  # the case's deadline, budget, an interrupt cut the pipeline short
         self.last_result: ExecResult | None = None  # the last step's exec
 
     def run(self) -> list[StepOutcome]:
@@ -75,9 +76,11 @@ class Pipeline:
         stop: str | None = None
         for plan in self.plans:
             if stop is None:
-                stop = self._case_stop(started)
-                if stop is not None and outcomes and not outcomes[-1].completed:
-                    self.hard_stop = outcomes[-1]  # the step the case's deadline or budget stopped
+                cut = self._case_stop(started)
+                if cut is not None:
+                    stop, self.cut = cut
+                    if outcomes and not outcomes[-1].completed:
+                        self.hard_stop = outcomes[-1]  # the step the case's deadline or budget stopped
             if stop is not None:
                 outcome = skipped_step(plan, stop)
             else:
@@ -86,9 +89,10 @@ class Pipeline:
                             else self.ctx.settings.max_budget_usd)
                 outcome = self._step(plan, step_limits(plan, case_left_s=left_s, case_left_usd=left_usd), views)
                 views[plan.id] = StepView.of(outcome)
-                stop = stops_pipeline(outcome)
-                if stop is None and self.box.frozen:
-                    stop = "the case's deadline passed"
+                if self.box.frozen:  # only the case's own deadline freezes the sandbox
+                    stop, self.cut = "the case's deadline passed", "timed_out"
+                else:
+                    stop = stops_pipeline(outcome)
                 if stop is not None and outcome.on_failure == "continue":
                     self.hard_stop = outcome  # a step that may fail stopped the pipeline all the same
             write_json(self.out(plan).ensure().result, outcome.to_data())
@@ -98,16 +102,16 @@ class Pipeline:
     def out(self, plan: StepPlan) -> CaseDir:
         return self.staged.out.step(plan.id)
 
-    def _case_stop(self, started: float) -> str | None:
-        """Why no further step may start, whatever the steps' on_failure."""
+    def _case_stop(self, started: float) -> tuple[str, EndReason] | None:
+        """Why no further step may start whatever the steps' on_failure, and how that ends the case."""
         if self.ctx.cancelled.is_set():
-            return "the run was interrupted"
+            return "the run was interrupted", "interrupted"
         if time.monotonic() - started >= self.ctx.settings.timeout_s:
-            return "the case's deadline passed"
+            return "the case's deadline passed", "timed_out"
         if self.channel is not None and self.channel.ledger.left_usd <= 0:
-            return "the case's budget is spent"
+            return "the case's budget is spent", "budget_exhausted"
         if self.channel is not None and not self.channel.serving:
-            return "the model gateway of the case stopped serving"
+            return "the model gateway of the case stopped serving", "infra_error"
         return None
 
     # ---- one step --------------------------------------------------------------------------

@@ -177,13 +177,16 @@ class PipelineEnding:
     exit_code: int | None
 
 
-def pipeline_ending(steps: Sequence[StepOutcome], hard_stop: StepOutcome | None = None) -> PipelineEnding:
+def pipeline_ending(steps: Sequence[StepOutcome], hard_stop: StepOutcome | None = None,
+                    cut: EndReason | None = None) -> PipelineEnding:
     """How the case ended, from its steps.
 
     A failed `on_failure: continue` step is tolerated by design: it shows in `steps`, not in the
     case's ending — unless it is where the case's deadline or budget stopped the pipeline
     (`hard_stop`). Of the others, the first that did not end by itself gives the case's end
-    reason, and the first non-zero exit code is the case's. No step started: an error.
+    reason, and the first non-zero exit code is the case's. A pipeline `cut` short (steps left
+    unstarted by the case's deadline or budget, or an interrupt) ends so even if every step
+    that ran ended by itself. No step started: an error.
     """
     started = [s for s in steps if s.skipped is None]
     if not started:
@@ -195,7 +198,8 @@ def pipeline_ending(steps: Sequence[StepOutcome], hard_stop: StepOutcome | None 
         exit_code: int | None = codes[0]
     else:
         exit_code = stopped.exit_code if stopped is not None else 0
-    return PipelineEnding(stopped.end_reason if stopped is not None else "exited", exit_code)
+    reason: EndReason = stopped.end_reason if stopped is not None else "exited"
+    return PipelineEnding(cut if cut is not None and reason == "exited" else reason, exit_code)
 
 
 @dataclass(frozen=True)

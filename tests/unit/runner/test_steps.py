@@ -154,6 +154,9 @@ def test_the_cases_ending_comes_from_its_fail_steps_and_from_what_stopped_it():
     assert (ending.end_reason, ending.exit_code) == ("timed_out", None)
     assert pipeline_ending([ok, timed_out, skipped]).end_reason == "exited"
     assert pipeline_ending([skipped_step(p, "x") for p in _plans()]).end_reason == "error"
+    # Steps left unstarted by the case's budget: not complete, though every step that ran exited.
+    cut = pipeline_ending([ok, skipped_step(_plans()[1], "the case's budget is spent")], cut="budget_exhausted")
+    assert (cut.end_reason, cut.exit_code) == ("budget_exhausted", 0)
 
 
 def test_the_cases_numbers_sum_its_steps_and_its_answer_is_the_last_steps():
