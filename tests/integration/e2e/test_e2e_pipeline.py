@@ -13,6 +13,7 @@ One run, three cases that differ only in their scripts:
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
@@ -174,3 +175,64 @@ def test_a_failing_step_with_on_failure_fail_stops_the_rest_and_their_judges_nev
     assert per_case["review_alone"]["status"] == "not_run", per_case["review_alone"]
     assert "step review did not run" in per_case["review_alone"]["rationale"]
     assert per_case["create_alone"]["value"] is False  # judged: its step ran, and failed
+
+
+def _limits_project(project, steps: list[dict], **execution) -> None:
+    project.eval_yaml(yaml.safe_dump({
+        "name": "e2e-pipeline-limits",
+        "models": {"skill": "claude-sonnet-4-6"},
+        "runner": {"permission_mode": "bypassPermissions"},
+        "dataset": {"path": "cases"},
+        "execution": {**execution, "steps": steps},
+    }, sort_keys=False))
+
+
+SLEEP = [{"tool": "Bash", "input": {"command": "echo waiting && sleep 9999", "timeout": 600000}}, {"text": "woke up"}]
+QUICK = [{"text": "quick"}]
+
+
+def test_a_steps_own_deadline_stops_only_it_and_the_cases_deadline_stops_the_pipeline(project):
+    _limits_project(project, [
+        {"id": "quick", "prompt": "one"},
+        {"id": "own-deadline", "prompt": "two", "timeout": 6, "on_failure": "continue"},
+        {"id": "after", "prompt": "three"},
+        {"id": "hang", "prompt": "four"},
+        {"id": "never", "prompt": "five"},
+    ], timeout=45)
+    _case(project, "c1", {"quick": QUICK, "own-deadline": SLEEP, "after": QUICK, "hang": SLEEP, "never": QUICK})
+    started = time.monotonic()
+    result = project.run("--offline", "--run-id", "pipeline-deadline")
+    elapsed = time.monotonic() - started
+    assert result.run_dir is not None, result.process.stderr[-3000:]
+    steps_by_id = _steps(result, "c1")
+    own = steps_by_id["own-deadline"]
+    assert own["end_reason"] == "timed_out" and own["timeout_s"] == 6 and own["agent_duration_s"] < 6 + 10, own
+    assert steps_by_id["after"]["end_reason"] == "exited" and steps_by_id["after"]["result"] == "quick"
+    hang = steps_by_id["hang"]
+    # The rest of the case's 45 s, not the step's own (none: the case's).
+    assert hang["end_reason"] == "timed_out" and hang["timeout_s"] < 45, hang
+    assert steps_by_id["never"]["ran"] is False and steps_by_id["never"]["skipped"] == "the case's deadline passed"
+    entry = result.case_result("c1")
+    assert entry["end_reason"] == "timed_out" and "deadline" in entry["limits_hit"], entry
+    assert elapsed < 45 + 60  # the case's deadline held for the pipeline as a whole (generous bound)
+
+
+def test_a_budget_spent_in_one_step_stops_the_next(project):
+    _limits_project(project, [
+        {"id": "spend", "prompt": "one", "on_failure": "continue", "max_budget_usd": 5},
+        {"id": "next", "prompt": "two"},
+    ], max_budget_usd=0.5)
+    # $3 per million input tokens: 200k tokens is $0.60, more than the case's $0.50.
+    spend = [{"text": "spent it all", "usage": {"input_tokens": 200000, "output_tokens": 10}}]
+    _case(project, "c1", {"spend": spend, "next": QUICK})
+    result = project.run("--offline", "--run-id", "pipeline-budget")
+    assert result.run_dir is not None, result.process.stderr[-3000:]
+    steps_by_id = _steps(result, "c1")
+    spent = steps_by_id["spend"]
+    # Its own cap of $5 is bounded by the case's $0.50.
+    assert spent["ran"] is True and spent["budget_usd"] == 0.5 and spent["gateway"]["spent_usd"] >= 0.5, spent
+    nxt = steps_by_id["next"]
+    assert nxt["ran"] is False and nxt["skipped"] == "the case's budget is spent", nxt
+    entry = result.case_result("c1")
+    assert entry["end_reason"] == "budget_exhausted" and "budget" in entry["limits_hit"], entry
+    assert entry["gateway"]["spent_usd"] >= 0.5
