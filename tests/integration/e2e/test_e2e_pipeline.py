@@ -35,7 +35,9 @@ execution:
       prompt: "Create a draft about {{ input.topic }}"
       env: {SHARED: from-create}
     - id: refine
-      prompt: "Refine this: {{ steps.create.output }} (files: {{ steps.create.files | join(',') }}, exit {{ steps.create.exit_code }})"
+      prompt: >-
+        Refine this: {{ steps.create.output }} (files: {{ steps.create.files | join(',') }},
+        exit {{ steps.create.exit_code }})
       on_failure: continue
     - id: review
       prompt: "Review out/final.md"
