@@ -200,7 +200,8 @@ def _steps(outcome: CaseOutcome, events: Sequence[Mapping[str, Any]], budget: Bu
     for step in outcome.steps:
         own = [e for e in events if e.get("step") == step.step_id]
         css = "ok" if step.ran and not step.failed else ("warn" if step.ran else "muted")
-        parts.append(f'<h5 class="step {css}">Step <code>{esc(step.step_id)}</code>: {esc(step_line(step))}</h5>')
+        line = esc(step_line(step, named=False))
+        parts.append(f'<h5 class="step {css}">Step <code>{esc(step.step_id)}</code>: {line}</h5>')
         if own:
             parts.append(render_conversation(own, budget, events_file))
     return "".join(parts)

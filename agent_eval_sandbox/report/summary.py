@@ -56,11 +56,12 @@ class CaseEnding(BaseModel):
     steps: list[str] = Field(default_factory=list)  # a pipeline's steps, one line each (`step_line`)
 
 
-def step_line(step: StepOutcome) -> str:
-    """`<id>: <end reason> (exit N) after Xs`, or why it never ran."""
+def step_line(step: StepOutcome, *, named: bool = True) -> str:
+    """`<id>: <end reason> (exit N) after Xs`, or why it never ran (without the id unless `named`)."""
+    name = f"{step.step_id}: " if named else ""
     if not step.ran:
-        return f"{step.step_id}: not run" + (f" ({step.skipped or step.error})" if step.skipped or step.error else "")
-    line = f"{step.step_id}: {step.end_reason}"
+        return f"{name}not run" + (f" ({step.skipped or step.error})" if step.skipped or step.error else "")
+    line = f"{name}{step.end_reason}"
     if step.exit_code is not None:
         line += f" (exit {step.exit_code})"
     if step.duration_s is not None:

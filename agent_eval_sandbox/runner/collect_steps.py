@@ -24,7 +24,6 @@ from agent_eval_sandbox.runner.context import RunContext
 from agent_eval_sandbox.runner.ending import ENDED_BY_INTERRUPT
 from agent_eval_sandbox.runner.steps import pipeline_ending, pipeline_totals
 
-
 # The limit a pipeline cut short reached (as `runner/ending.py` names them).
 CUT_LIMITS = {"timed_out": ("deadline",), "budget_exhausted": ("budget",)}
 

@@ -43,9 +43,9 @@ execution:
       prompt: "Review out/final.md"
 hooks:
   before_step:
-    - {name: mark, scope: container, command: 'mkdir -p out && echo "$STEP_ID $STEP_INDEX" >> out/hook-steps.txt'}
+    - {description: mark, scope: container, command: 'mkdir -p out && echo "$STEP_ID $STEP_INDEX" >> out/hook-steps.txt'}
   after_step:
-    - {name: note, command: 'echo "$CASE_ID $STEP_ID $STEP_INDEX" >> "$AGENT_EVAL_PROJECT_ROOT/after-steps.txt"'}
+    - {description: note, command: 'echo "$CASE_ID $STEP_ID $STEP_INDEX" >> "$AGENT_EVAL_PROJECT_ROOT/after-steps.txt"'}
 judges:
   - name: whole_case_sees_every_step
     check: |
