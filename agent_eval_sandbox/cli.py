@@ -14,6 +14,7 @@ import io
 import json
 import os
 import resource
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -186,12 +187,30 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
+              help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
+              "mounted from the host; default: the temp dir, or in a container the runs dir [AGENT_EVAL_SHARED_DIR].")
 @click.option("--run-id", help="Name of this run's directory (default: timestamp + random suffix).")
 @click.option("--claude-version", help="Claude Code version baked into the sandbox image.")
 @click.option("--rebuild-image", is_flag=True, help="Rebuild the sandbox image even if it exists.")
+@click.option("--allow-unenforced-network", is_flag=True,
+              help="Kubernetes: run even if the cluster does not enforce the run's NetworkPolicy (never for "
+              "untrusted skills).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--strict", is_flag=True, help=STRICT_HELP)
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
+@click.option("--case", "case_patterns", multiple=True, metavar="ID_OR_GLOB",
+              help="Run only the cases whose id is this or matches this glob (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), help="Run only the first N (selected) cases.")
+@click.option("-x", "--exit-first", is_flag=True, help="Start no further case once one does not complete.")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run each case N times (cases <id>#1 … <id>#N, each its own sandbox); the judges are "
+              "aggregated across epochs in epochs.yaml (mean, pass@k, pass^k).")
+@click.option("--rerun-failed", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Run only the cases that failed a judge or did not complete in RUN_DIR (or `latest`), "
+              "as a new run linked to it.")
+@click.option("--resume", type=click.Path(path_type=Path), metavar="RUN_DIR",
+              help="Finish the interrupted RUN_DIR (or `latest`) in place: its finished cases are kept.")
 @handle_errors
 def run(
     eval_yaml: Path,
@@ -206,18 +225,48 @@ def run(
     record: bool,
     replay: Path | None,
     runs_dir: str | None,
+    shared_dir: Path | None,
     run_id: str | None,
     claude_version: str | None,
     rebuild_image: bool,
+    allow_unenforced_network: bool,
     as_json: bool,
     strict: bool,
     junit_fail_on_judge: bool,
+    case_patterns: tuple[str, ...],
+    limit: int | None,
+    exit_first: bool,
+    epochs: int,
+    rerun_failed: Path | None,
+    resume: Path | None,
 ) -> None:
     """Run the eval in EVAL_YAML (default ./eval.yaml), one sandbox per case."""
+    from agent_eval_sandbox.app import rerun as reruns
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+    from agent_eval_sandbox.runner.select import select_ids
+
     if offline and replay is not None:
         raise UserError("--offline and --replay are exclusive",
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
-    overrides = CliOverrides(
+    base = _runs_base(runs_dir)
+    replay = resolve_run_arg(replay, base) if replay is not None else None
+    if resume is not None:
+        if rerun_failed or case_patterns or limit or run_id or replay or record or epochs > 1:
+            raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
+                            "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
+        plan = reruns.plan_resume(resolve_run_arg(resume, base))
+        eval_yaml, offline, run_id, record, replay, overrides = _as_started(plan.meta)
+        runs_dir = str(plan.run.root.parent.parent)
+        to_run = set(plan.to_run)
+        select: Callable[[list[str]], list[str]] | None = lambda ids: [i for i in ids if i in to_run]  # noqa: E731
+    else:
+        plan = None
+        rerun_of = resolve_run_arg(rerun_failed, base) if rerun_failed is not None else None
+        failed = _failed_ids(rerun_of) if rerun_of is not None else None
+        select = None if not (case_patterns or limit or failed is not None) else (
+            lambda ids: select_ids([i for i in ids if failed is None or i in failed], case_patterns, limit))
+    if resume is None:
+        overrides = CliOverrides(
         timeout=timeout,
         max_budget=max_budget,
         parallelism=parallelism,
@@ -225,7 +274,12 @@ def run(
         model=model,
         subagent_model=subagent_model,
     )
-    checked = check_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version)
+    if plan is not None:
+        epochs = int(plan.meta.get("epochs") or 1)
+    checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
+                           select=select, epochs=epochs)
+    if plan is not None:
+        reruns.check_unchanged(plan, checked.loaded)
     loaded, dataset, settings, invocations = checked.loaded, checked.dataset, checked.settings, checked.invocations
     if strict:
         refuse_warnings(checked.warnings)
@@ -233,7 +287,9 @@ def run(
         require_runnable(loaded.config, settings, config_path=str(loaded.path))
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
-                 replay=replay, junit_fail_on_judge=junit_fail_on_judge)
+                 replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
+                 allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
+                 rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -247,6 +303,40 @@ def run(
         click.echo(f"{item['id']}:")
         click.echo(f"  prompt:  {item['prompt']}")
         click.echo(f"  timeout: {item['timeout_s']}s  budget: ${item['max_budget_usd']:.2f}")
+
+
+def _runs_base(runs_dir: str | None) -> Path:
+    from agent_eval_sandbox.rundir.layout import runs_base
+
+    return runs_base(runs_dir, os.environ)
+
+
+def _run_arg(value: Path, runs_dir: str | None = None) -> Path:
+    """A RUN_DIR argument; `latest` is the newest run's (rundir/latest.py)."""
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+
+    return resolve_run_arg(value, _runs_base(runs_dir))
+
+
+def _failed_ids(run_dir: Path) -> set[str]:
+    from agent_eval_sandbox.app.rerun import failed_case_ids
+
+    failed, _ = failed_case_ids(run_dir)
+    if not failed:
+        click.echo(f"every case of {run_dir} completed and passed its judges: nothing to rerun", err=True)
+        sys.exit(0)
+    return set(failed)
+
+
+def _as_started(meta: dict[str, Any]) -> tuple[Path, bool, str, bool, Path | None, CliOverrides]:
+    """How a run was started (its run.json): a resume runs the rest the same way."""
+    recorded = meta.get("settings")
+    settings: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    replay = meta.get("replay_of")
+    return (Path(str(meta.get("config_path"))), bool(meta.get("offline")) and not replay, str(meta.get("run_id")),
+            bool(meta.get("recorded")), Path(replay) if replay else None,
+            CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
+                         parallelism=settings.get("parallelism"), model=settings.get("model")))
 
 
 def _execute(
@@ -264,6 +354,12 @@ def _execute(
     record: bool = False,
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
+    shared_dir: Path | None = None,
+    allow_unenforced_network: bool = False,
+    exit_first: bool = False,
+    rerun_of: Path | None = None,
+    resume: Any = None,
+    epochs: int = 1,
 ) -> None:
     from rich.console import Console
 
@@ -284,6 +380,12 @@ def _execute(
         record=record,
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
+        shared_dir=shared_dir,
+        allow_unenforced_network=allow_unenforced_network,
+        exit_first=exit_first,
+        rerun_of=rerun_of,
+        resume=resume,
+        epochs=epochs,
     )
     console = Console()
     # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
@@ -348,7 +450,7 @@ def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_ti
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
-    result = score_run(run_dir, config_path, samples=samples, judge_timeout_s=judge_timeout,
+    result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
                        parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
@@ -363,7 +465,7 @@ def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Rebuild summary, report.html and junit.xml of a judged run from its stored results."""
     from agent_eval_sandbox.report.build import build_reports
 
-    _finish_with_score(build_reports(run_dir, junit_fail_on_judge=junit_fail_on_judge), as_json)
+    _finish_with_score(build_reports(_run_arg(run_dir), junit_fail_on_judge=junit_fail_on_judge), as_json)
 
 
 @cli.command("compile-handlers")
@@ -408,11 +510,26 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--runtime", help="Build the variant for this container runtime (sandbox.runtime), e.g. a gVisor one.")
 @click.option("--bootstrap-missing-base", is_flag=True,
               help="With no base image and no registry, make one with debootstrap first (as `run` does).")
+@click.option("--controller", is_flag=True,
+              help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
+@click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool) -> None:
-    """Build the sandbox image, unless one of the same inputs exists already."""
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
+                quiet: bool) -> None:
+    """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
+    controller image)."""
     from rich.console import Console
+
+    if controller:
+        from agent_eval_sandbox.sandbox.controller_image import build_controller_image
+
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
+        return
+    if tag:
+        raise click.UsageError("--tag applies to --controller only (the sandbox image is tagged by its inputs)")
 
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
     from agent_eval_sandbox.sandbox.image import (
@@ -426,19 +543,36 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
                                   console=Console(stderr=True))
-    click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
+    if quiet:
+        click.echo(result.ref)
+    else:
+        click.echo(f"built {result.ref}" if result.built else f"{result.ref} is up to date")
 
 
 @cli.command()
 @click.option("--all", "remove_all", is_flag=True, help="Remove every object this tool manages, not only orphans.")
-@click.option("--backend", default="docker", show_default=True, help="Sandbox backend.")
+@click.option("--backend", default="docker", show_default=True, help="Sandbox backend (docker or kubernetes).")
+@click.option("--namespace", help="Kubernetes: the namespace (default: the kubeconfig's, or the controller's own).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def gc(remove_all: bool, backend: str, as_json: bool) -> None:
+def gc(remove_all: bool, backend: str, namespace: str | None, as_json: bool) -> None:
     """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
-    from agent_eval_sandbox.sandbox.registry import get_backend
+    from agent_eval_sandbox.config.kubernetes_settings import check_namespace
+    from agent_eval_sandbox.config.models import SandboxConfig
+    from agent_eval_sandbox.sandbox.registry import backend_for
 
-    removed = get_backend(backend).gc(all=remove_all)
+    if namespace and backend != "kubernetes":
+        raise UserError("--namespace applies to --backend kubernetes only", fix="add --backend kubernetes")
+    try:
+        check_namespace(namespace)
+    except ValueError as exc:
+        raise UserError(str(exc).replace("sandbox.namespace", "--namespace"),
+                        fix="give an existing namespace") from None
+    # gc only lists and deletes: the image is never used.
+    sandbox = SandboxConfig.model_validate(
+        {"backend": backend, "namespace": namespace, "image": "unused"} if backend == "kubernetes" else
+        {"backend": backend})
+    removed = backend_for(sandbox).gc(all=remove_all)
     if as_json:
         click.echo(json.dumps([dataclasses.asdict(r) for r in removed], indent=2))
         return
@@ -490,6 +624,74 @@ def cassette_to_script_command(cassette_path: Path, output: Path | None, advance
     click.echo(f"wrote {output}", err=True)
 
 
+@cli.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("case_id", metavar="[CASE]", required=False)
+@click.option("--runs-dir", help="Where `latest` is looked for (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def show(run_dir: Path, case_id: str | None, runs_dir: str | None, as_json: bool) -> None:
+    """Print a case's conversation: turns, tool calls and results, final text, end reason, judges."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.app.inspect_run import case_view, render_case
+
+    view = case_view(_run_arg(run_dir, runs_dir), case_id)
+    if as_json:
+        click.echo(json.dumps(view, indent=2, default=str))
+        return
+    render_case(view, Console(soft_wrap=False))
+
+
+@cli.command()
+@click.option("--runs-dir", help="Runs directory (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def runs(runs_dir: str | None, as_json: bool) -> None:
+    """List the runs (newest first): date, eval, pass/fail or interrupted, cases, cost."""
+    from rich.console import Console
+
+    from agent_eval_sandbox.app.inspect_run import render_runs, runs_view
+
+    rows = runs_view(_runs_base(runs_dir))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no runs under {_runs_base(runs_dir)}")
+        return
+    render_runs(rows, Console())
+
+
+@cli.command()
+@click.argument("directory", default=".", type=click.Path(path_type=Path))
+@handle_errors
+def init(directory: Path) -> None:
+    """Write a starter eval into DIRECTORY (default .) that passes `run --offline` at once."""
+    from agent_eval_sandbox.app.scaffold import write_scaffold
+    from agent_eval_sandbox.config.schema import eval_schema
+
+    written = write_scaffold(directory, schema_text=json.dumps(eval_schema(), indent=2) + "\n")
+    for path in written:
+        click.echo(f"wrote {path}")
+    click.echo(f"next: agent-eval-sandbox run {directory / 'eval.yaml'} --offline")
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Where to write (default: stdout).")
+@handle_errors
+def schema(output: Path | None) -> None:
+    """Print the JSON Schema of eval.yaml (for the YAML language server: see the README)."""
+    from agent_eval_sandbox.config.schema import eval_schema
+
+    text = json.dumps(eval_schema(), indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {output}", err=True)
+
+
 # Each running case holds sockets, pipes and log files; the usual soft limit of
 # 1024 would be the first thing a busy run (or a hostile case) runs out of.
 WANTED_OPEN_FILES = 65536
@@ -503,7 +705,21 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
+def exit_on_sigterm_as_pid_1() -> None:
+    """As a container's main process (`docker run` without `--init`) the kernel drops a SIGTERM that has
+    no handler: `docker stop` would wait, then SIGKILL. Exit as the signal would, running cleanups; a run
+    in progress has its own handler, which removes its sandboxes first (sandbox/teardown.py)."""
+    if os.getpid() != 1:
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+
+
 def main() -> None:
+    exit_on_sigterm_as_pid_1()
     raise_open_files_limit()
     # Names and text from a sandbox need not be UTF-8: printing them must not crash the run.
     for stream in (sys.stdout, sys.stderr):

@@ -6,8 +6,9 @@
 #   3. the sandbox image (and, with no registry reachable, a local base image
 #      made with debootstrap).
 # With --test, also what the test suite needs beyond that: gVisor registered as
-# the runtime `runsc-nonet` (the attack suite runs under it too) and Debian's
-# chromium (the HTML report test). Safe to run again: each step is skipped when done.
+# the runtime `runsc-nonet` (the attack suite runs under it too), Debian's
+# chromium (the HTML report test) and Debian's podman (the Kubernetes backend's
+# Pods run under `podman kube play`). Safe to run again: each step is skipped when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,6 +81,21 @@ ensure_test_tools() {
     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
 }
 
+ensure_podman() {
+  # `podman kube play` runs the Pods the Kubernetes backend generates (no cluster can run here);
+  # catatonit is the pause binary of its Pods.
+  if command -v podman >/dev/null 2>&1 && command -v catatonit >/dev/null 2>&1; then
+    return
+  fi
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    log "podman is missing (the Kubernetes backend's Pod tests need it): install podman and catatonit, then rerun."
+    exit 1
+  fi
+  log "installing podman (for the Kubernetes backend's Pod tests)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman catatonit >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman catatonit >/dev/null; }
+}
+
 with_tests=0
 for arg in "$@"; do
   case "$arg" in
@@ -93,5 +109,6 @@ ensure_venv
 ensure_images
 if [ "$with_tests" = 1 ]; then
   ensure_test_tools
+  ensure_podman
 fi
 log "ready"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,19 +24,22 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.rerun import ResumePlan, fingerprint
 from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.host_env import clean_search_path
 from agent_eval_sandbox.interception import ToolHandlers, compile_handlers, deny_filter
+from agent_eval_sandbox.judges import epochs as epochs_of
 from agent_eval_sandbox.lifecycle import HookRunner, Phase, RunInfo
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs, write_hook_outputs
 from agent_eval_sandbox.report.build import ScoreResult, build_reports
+from agent_eval_sandbox.rundir.latest import point_latest
 from agent_eval_sandbox.rundir.layout import RunDir
 from agent_eval_sandbox.rundir.models import CaseOutcome, RunResult
 from agent_eval_sandbox.rundir.read import read_mapping
-from agent_eval_sandbox.rundir.write import write_json
+from agent_eval_sandbox.rundir.write import write_json, write_yaml
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.case import INTERRUPTED
@@ -54,13 +56,14 @@ from agent_eval_sandbox.runner.workspace import (
 )
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+from agent_eval_sandbox.sandbox.host_paths import HostPaths
 from agent_eval_sandbox.sandbox.image import (
     ImageSettings,
     SandboxImage,
     ensure_sandbox_image,
     exec_only_binaries,
 )
-from agent_eval_sandbox.sandbox.registry import get_backend
+from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
 
@@ -78,6 +81,14 @@ class RunRequest:
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
     junit_fail_on_judge: bool = False
+    exit_first: bool = False  # -x: no case starts after one that did not complete
+    rerun_of: Path | None = None  # --rerun-failed: the run whose failures this one runs again
+    resume: ResumePlan | None = None  # --resume: the interrupted run finished in place, and its kept cases
+    epochs: int = 1  # --epochs: each case ran as <id>#1 … <id>#N; the judges are aggregated across them
+    # Where the files the sandboxes mount go (--shared-dir); None: the backend chooses (sandbox/host_paths.py).
+    shared_dir: Path | None = None
+    # Kubernetes: run even where the cluster does not enforce the run's NetworkPolicy.
+    allow_unenforced_network: bool = False
 
 
 @dataclass
@@ -98,8 +109,14 @@ def docker_image(settings: ImageSettings, rebuild: bool, console: Console) -> Sa
     return ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=True, console=console)
 
 
+def registry_image(settings: ImageSettings, rebuild: bool, console: Console) -> SandboxImage:
+    """The Kubernetes backend's image: `sandbox.image` as the cluster pulls it (built and pushed beforehand)."""
+    assert settings.image, "sandbox.image is required with backend kubernetes (checked at load)"
+    return SandboxImage(ref=settings.image, built=False)
+
+
 def execute_run(request: RunRequest, *, err_console: Console, show_progress: bool = True,
-                backend: SandboxBackend | None = None, image_step: ImageStep = docker_image) -> RunOutcome:
+                backend: SandboxBackend | None = None, image_step: ImageStep | None = None) -> RunOutcome:
     """`backend`: the sandboxes' backend (default: `sandbox.backend` by name); `image_step` readies
     their image. Both are given together for a backend that is not Docker (tests use the fake one)."""
     loaded, config, settings = request.loaded, request.loaded.config, request.settings
@@ -113,17 +130,19 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     handlers = compile_handlers(loaded)
     for key in ac.workspace_env(config, environ)[1]:
         warn(f"execution.env.{key} is ignored: credentials and the model endpoint stay on the host")
-    backend = _backend(request, err_console, backend)
+    backend, host = _backend(request, err_console, backend)
+    if image_step is None:
+        image_step = registry_image if config.sandbox.backend == "kubernetes" else docker_image
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
         request.rebuild_image, err_console,
     )
-    run_dir = RunDir.create(request.runs_base, config.name, request.run_id)
+    backend.check_host_paths(host, image.ref)
     started = time.time()
-    write_json(run_dir.run_json, _run_meta(request, image.ref, claude_version, started))
+    run_dir = _open_run_dir(request, image.ref, claude_version, started)
     gateway = models.gateway(ac.gateway_policy(config, settings, environ))
-    staging = Path(tempfile.mkdtemp(prefix="aes-"))
+    staging = host.temp_dir("aes-")
     hooks = HookRunner(
         RunInfo(run_id=request.run_id, run_dir=run_dir.root, project_root=loaded.root, config_path=loaded.path,
                 workspace_root=staging, model=settings.model or "", caller_env=environ),
@@ -146,8 +165,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                     cancelled=cancelled,
                 )
                 with ProgressDisplay(statuses, err_console, enabled=show_progress, run_dir=run_dir.root):
-                    scheduled = run_cases(ctx, request.invocations, statuses)
-                _write_hook_outputs(run_dir, before_all.outputs, request.invocations)
+                    scheduled = run_cases(ctx, request.invocations, statuses, exit_first=request.exit_first)
+                _write_hook_outputs(run_dir, before_all.outputs, [*_kept_ids(request), *request.invocations])
                 result = _record(request, run_dir, scheduled, claude_version, started)
                 score = None if scheduled.interrupted_by else _score(request, run_dir, hooks, models, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -166,7 +185,8 @@ def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_v
             started: float) -> RunResult:
     """run_result.json: the cases' outcomes; once interrupted, every planned case that has none
     gets an `interrupted` one, so the planned denominator stays."""
-    outcomes = list(scheduled.outcomes)
+    kept = request.resume.kept if request.resume is not None else []
+    outcomes = [*kept, *scheduled.outcomes]
     if scheduled.interrupted_by is not None:
         have = {case for o in outcomes for case in o.cases or [o.case_id]}
         outcomes += [CaseOutcome(case_id=inv.id, cases=[c.id for c in inv.cases], end_reason="interrupted",
@@ -175,11 +195,34 @@ def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_v
     result = RunResult.from_outcomes(
         outcomes, mode=request.loaded.config.execution.mode, model=request.settings.model,
         wall_clock_s=time.time() - started, agent_version=claude_version,
-        planned=sum(len(inv.cases) for inv in request.invocations),
+        planned=sum(len(o.cases or [o.case_id]) for o in kept) + sum(len(inv.cases) for inv in request.invocations),
         interrupted=scheduled.interrupted_by is not None,
     )
     write_json(run_dir.run_result, result.to_data())
     return result
+
+
+def _open_run_dir(request: RunRequest, image: str, claude_version: str, started: float) -> RunDir:
+    """A new run directory with its run.json, or (--resume) the interrupted one, its unfinished cases'
+    leftovers removed; either way `latest` points at it from now on."""
+    if request.resume is None:
+        run_dir = RunDir.create(request.runs_base, request.loaded.config.name, request.run_id)
+        write_json(run_dir.run_json, _run_meta(request, image, claude_version, started))
+    else:
+        run_dir = request.resume.run
+        for inv in request.invocations:
+            shutil.rmtree(run_dir.case(inv.id).path, ignore_errors=True)
+        for stale in (run_dir.summary_yaml, run_dir.summary_json, run_dir.report_html, run_dir.junit_xml):
+            stale.unlink(missing_ok=True)
+        meta = dict(request.resume.meta)
+        meta["resumed_at"] = [*meta.get("resumed_at", []), started]
+        write_json(run_dir.run_json, meta)
+    point_latest(run_dir)
+    return run_dir
+
+
+def _kept_ids(request: RunRequest) -> list[str]:
+    return [o.case_id for o in request.resume.kept] if request.resume is not None else []
 
 
 def _warner(err_console: Console) -> Callable[[str], None]:
@@ -189,15 +232,20 @@ def _warner(err_console: Console) -> Callable[[str], None]:
     return warn
 
 
-def _backend(request: RunRequest, err_console: Console, given: SandboxBackend | None) -> SandboxBackend:
-    """The sandbox backend, with the orphans of dead runs reaped and the runtime checked."""
+def _backend(request: RunRequest, err_console: Console,
+             given: SandboxBackend | None) -> tuple[SandboxBackend, HostPaths]:
+    """The sandbox backend, with the orphans of dead runs reaped and the runtime checked, and where the
+    files its sandboxes mount go (decided first: a daemon that cannot be used is refused before use)."""
     sandbox = request.loaded.config.sandbox
-    backend = given if given is not None else get_backend(sandbox.backend)
+    backend = given if given is not None else backend_for(
+        sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
+    host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
     if sandbox.runtime:
         backend.check_runtime(sandbox.runtime)
-    return backend
+    backend.prepare_run(request.run_id)
+    return backend, host
 
 
 def _run_meta(request: RunRequest, image: str, claude_version: str, started: float) -> dict[str, object]:
@@ -213,6 +261,9 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
         "offline": request.offline,
         "recorded": request.record,
         "replay_of": str(request.replay.resolve()) if request.replay is not None else None,
+        "rerun_of": str(request.rerun_of.resolve()) if request.rerun_of is not None else None,
+        "fingerprint": fingerprint(request.loaded),
+        "epochs": request.epochs,
         "image": image,
         "claude_version": claude_version,
         "mode": config.execution.mode,
@@ -252,13 +303,14 @@ def _stage_project(request: RunRequest, staging: Path, handlers: ToolHandlers | 
     return resources, repo_copy
 
 
-def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: list[Invocation]) -> None:
+def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: list[Invocation | str]) -> None:
     """`hook_outputs.yaml`: before_all's data, and each case's from its before_each hooks."""
     cases = {}
     for inv in invocations:
-        data, _ = read_mapping(run_dir.case(inv.id).hook_outputs)
+        case_id = inv if isinstance(inv, str) else inv.id
+        data, _ = read_mapping(run_dir.case(case_id).hook_outputs)
         if data:
-            cases[inv.id] = data
+            cases[case_id] = data
     write_hook_outputs(run_dir.hook_outputs, {"before_all": dict(before_all.data), "cases": cases})
 
 
@@ -274,5 +326,18 @@ def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: Mode
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
+    if request.epochs > 1:
+        _aggregate_epochs(run_dir, request.epochs, err_console)
     return score
+
+
+def _aggregate_epochs(run_dir: RunDir, epochs: int, err_console: Console) -> None:
+    """epochs.yaml: every judge across each case's epochs (mean, pass@k, pass^k); a line per judge."""
+    summary, _ = read_mapping(run_dir.summary_yaml)
+    per_case = summary.get("per_case") if isinstance(summary.get("per_case"), dict) else {}
+    aggregated = epochs_of.aggregate(per_case or {}, epochs)
+    write_yaml(run_dir.epochs_yaml, {"epochs": epochs, "per_case": aggregated})
+    err_console.print(f"across {epochs} epochs (epochs.yaml):", highlight=False, markup=False)
+    for line in epochs_of.judge_lines(aggregated, epochs):
+        err_console.print(line, highlight=False, markup=False)
 

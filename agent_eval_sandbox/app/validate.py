@@ -10,6 +10,7 @@ warning of those steps refuses the eval (`refuse_warnings`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,9 @@ from agent_eval_sandbox.app.preflight import Preflight, preflight
 from agent_eval_sandbox.config.dataset import Case, Dataset, load_dataset
 from agent_eval_sandbox.config.loader import LoadedConfig, load_eval_config
 from agent_eval_sandbox.config.settings import CliOverrides, RunSettings, resolve_run_settings
-from agent_eval_sandbox.errors import StrictModeError
+from agent_eval_sandbox.errors import StrictModeError, UserError
 from agent_eval_sandbox.judges.validate import validate_judges
+from agent_eval_sandbox.rundir.layout import epoch_case_id
 from agent_eval_sandbox.runner.plan import Invocation, plan_invocations
 
 
@@ -61,16 +63,28 @@ class CheckedEval:
 
 
 def checked_eval(eval_yaml: Path, overrides: CliOverrides, *, offline: bool, claude_version: str | None,
-                 warn: Callable[[str], None]) -> CheckedEval:
+                 warn: Callable[[str], None],
+                 select: Callable[[list[str]], list[str]] | None = None, epochs: int = 1) -> CheckedEval:
     """What `validate` and `run` check before anything starts; raises UserError on the first error.
 
-    `warn` gets each warning as soon as it is known, so the ones before an error are shown too."""
+    `warn` gets each warning as soon as it is known, so the ones before an error are shown too.
+    `select` narrows the dataset's case ids (`run --case/--limit`, reruns) before planning; with
+    `epochs` > 1 each case becomes `<id>#1` … `<id>#N` (`run --epochs`)."""
     loaded = load_checked(eval_yaml)
     for warning in loaded.warnings:
         warn(warning)
     dataset = load_dataset(loaded)
     for warning in dataset.warnings:
         warn(warning)
+    if select is not None:
+        chosen = set(select(dataset.ids))
+        dataset = dataclasses.replace(dataset, cases=[c for c in dataset.cases if c.id in chosen])
+    if epochs > 1:
+        if loaded.config.is_batch:
+            raise UserError("--epochs runs each case in its own sandbox: batch mode runs all cases in one",
+                            fix="use execution.mode: case, or drop --epochs")
+        dataset = dataclasses.replace(dataset, cases=[dataclasses.replace(c, id=epoch_case_id(c.id, n))
+                                                      for c in dataset.cases for n in range(1, epochs + 1)])
     settings = resolve_run_settings(loaded.config, overrides, num_cases=len(dataset.cases))
     invocations = plan_checked(loaded, dataset.cases, settings)
     checks = preflight(loaded, dataset, invocations, offline=offline, claude_version=claude_version)

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_eval_sandbox.config import kubernetes_settings as k8s
 from agent_eval_sandbox.config import paths
 from agent_eval_sandbox.config.reward_formula import formula_names, formula_problem
 from agent_eval_sandbox.config.templating import check_syntax
@@ -946,11 +947,47 @@ class SandboxConfig(Model):
     init: bool = defaults.INIT
     filesystem: FilesystemPolicy = Field(default_factory=FilesystemPolicy)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    # backend: kubernetes only (config/kubernetes_settings.py)
+    namespace: str | None = None
+    runtime_class: str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[k8s.Toleration] = Field(default_factory=list)
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    controller: k8s.ControllerAddress = Field(default_factory=k8s.ControllerAddress)
 
-    @field_validator("gateway", "filesystem", mode="before")
+    @field_validator("gateway", "filesystem", "controller", mode="before")
     @classmethod
     def _none_block_is_default(cls, value: Any) -> Any:
         return _none_is_empty_map(value)
+
+    @field_validator("node_selector", "tolerations", "image_pull_secrets", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return {} if info.field_name == "node_selector" else []
+        return value
+
+    _namespace = field_validator("namespace")(k8s.check_namespace)
+    _runtime_class = field_validator("runtime_class")(k8s.check_runtime_class)
+    _node_selector = field_validator("node_selector")(k8s.check_node_selector)
+    _pull_secrets = field_validator("image_pull_secrets")(k8s.check_pull_secrets)
+
+    @model_validator(mode="after")
+    def _backend_settings(self) -> SandboxConfig:
+        if self.backend != "kubernetes":
+            given = [key for key in k8s.KUBERNETES_KEYS if key in self.model_fields_set]
+            if given:
+                raise ValueError(f"sandbox.{given[0]} is a Kubernetes setting, but sandbox.backend is "
+                                 f"{self.backend!r}; set sandbox.backend: kubernetes or remove it")
+            return self
+        if self.runtime is not None:
+            raise ValueError("sandbox.runtime names a Docker runtime; on Kubernetes use sandbox.runtime_class "
+                             "(e.g. gvisor) instead")
+        if not self.image:
+            raise ValueError("sandbox.image is required with sandbox.backend: kubernetes (the cluster pulls it: "
+                             "`agent-eval-sandbox image build`, then docker tag/push it to a registry the cluster "
+                             "reads)")
+        return self
 
     @field_validator("memory", "disk", "tmp_size", "home_size", mode="before")
     @classmethod

@@ -80,21 +80,21 @@ class _ScriptHandler(MessagesApiHandler):
         try:
             request = json.loads(raw or b"null")
         except json.JSONDecodeError as exc:
-            self.send_api_error(400, "invalid_request_error", f"request body is not JSON: {exc}")
             self._record(raw.decode("utf-8", "replace"), None, 400)
+            self.send_api_error(400, "invalid_request_error", f"request body is not JSON: {exc}")
             return
         if not isinstance(request, dict):
-            self.send_api_error(400, "invalid_request_error", "request body must be a JSON object")
             self._record(request, None, 400)
+            self.send_api_error(400, "invalid_request_error", "request body must be a JSON object")
         elif route is Route.MESSAGES:
             self._answer_messages(request)
         else:
-            self.send_json(200, {"input_tokens": estimate_tokens(request)})
             self._record(request, None, 200)
+            self.send_json(200, {"input_tokens": estimate_tokens(request)})
 
     def _not_found(self, body: Any) -> None:
-        self.send_api_error(404, "not_found_error", f"the scripted model server has no {self.command} {self.path}")
         self._record(body, None, 404)
+        self.send_api_error(404, "not_found_error", f"the scripted model server has no {self.command} {self.path}")
 
     def _answer_messages(self, request: dict[str, Any]) -> None:
         script = self.server.service.script
@@ -106,17 +106,19 @@ class _ScriptHandler(MessagesApiHandler):
             where = f"script {script.source} (exhausted: {len(script.steps)} steps), request for step {index}"
         conflict = tool_choice_conflict(step, request.get("tool_choice"))
         if conflict:
-            self.send_api_error(400, "invalid_request_error", f"{where}: {conflict}")
             self._record(request, index, 400)
+            self.send_api_error(400, "invalid_request_error", f"{where}: {conflict}")
             return
         if step.delay_s:
             time.sleep(step.delay_s)
         if step.error is not None:
-            self.send_api_error(step.error.http_status, step.error.error_type, step.error.message)
             self._record(request, index, step.error.http_status)
+            self.send_api_error(step.error.http_status, step.error.error_type, step.error.message)
             return
         message = reply_message(step, request)
         headers = [("request-id", new_id("req_"))]
+        # Recorded before the answer goes out: whoever has the answer finds the request recorded.
+        self._record(request, index, 200)
         if request.get("stream"):
             self.start_chunked(200, [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), *headers])
             for name, data in message_events(message):
@@ -124,7 +126,6 @@ class _ScriptHandler(MessagesApiHandler):
             self.end_chunked()
         else:
             self.send_json(200, message, headers)
-        self._record(request, index, 200)
 
     def _record(self, body: Any, step_index: int | None, status: int) -> None:
         self.server.service.record(

@@ -1,7 +1,8 @@
 """TCP -> unix-socket forwarder, run inside the sandbox container.
 
 The container has no network; the host's model gateway is a unix socket
-bind-mounted into it. The CLI speaks HTTP over TCP, so this pipes each
+bind-mounted into it (or, in a Kubernetes Pod, reached through the
+controller's relay: see controller_link.py). The CLI speaks HTTP over TCP, so this pipes each
 connection to 127.0.0.1:PORT byte for byte to the socket. It knows nothing
 of HTTP: whatever it carries, the gateway decides.
 
@@ -34,6 +35,10 @@ import sys
 import threading
 import time
 
+# -I leaves this file's directory off sys.path; controller_link.py lives next to it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import controller_link  # noqa: E402
+
 CHUNK_BYTES = 65536
 # How long a connection waits for the gateway socket to take it, and the first pause between tries.
 CONNECT_PATIENCE_S = 15.0
@@ -47,12 +52,10 @@ def connect_unix(unix_path: str, patience_s: float = CONNECT_PATIENCE_S) -> sock
     deadline = time.monotonic() + patience_s
     pause = FIRST_RETRY_S
     while True:
-        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            upstream.connect(unix_path)
+            upstream: socket.socket = controller_link.connect(unix_path)  # directly, or through the relay
             return upstream
         except OSError as exc:
-            upstream.close()
             if exc.errno not in TRANSIENT or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)

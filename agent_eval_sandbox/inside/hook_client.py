@@ -8,7 +8,8 @@ every tool call:
 
 It reads the hook event from stdin, sends it to the broker's unix socket
 (/run/agent-eval/broker.sock, mounted read-only from the host) and prints the
-broker's hook output, if any. It knows no policy: the handlers and the case's
+broker's hook output, if any (in a Kubernetes Pod the broker is reached
+through the controller's relay, see controller_link.py). It knows no policy: the handlers and the case's
 answers stay on the host.
 
 It fails closed. Whatever goes wrong — no broker, a refused or slow
@@ -27,6 +28,10 @@ import os
 import signal
 import socket
 import sys
+
+# -I leaves this file's directory off sys.path; controller_link.py lives next to it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import controller_link  # noqa: E402
 
 DEFAULT_SOCKET = "/run/agent-eval/broker.sock"
 # Under the hook entry's 120 s timeout: the client answers (denying) before the CLI gives up on it.
@@ -72,12 +77,11 @@ def parse_args(argv: list[str]) -> tuple[str, float]:
 
 
 def ask_broker(socket_path: str, event: bytes, timeout: float) -> bytes:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(socket_path)
-        except OSError as exc:
-            raise HookFailure(f"the tool-interception broker is not reachable at {socket_path} ({exc})") from None
+    try:
+        sock = controller_link.connect(socket_path, timeout)
+    except OSError as exc:
+        raise HookFailure(f"the tool-interception broker is not reachable at {socket_path} ({exc})") from None
+    with sock:
         sock.sendall(PROTOCOL_LINE + event)
         sock.shutdown(socket.SHUT_WR)
         chunks: list[bytes] = []

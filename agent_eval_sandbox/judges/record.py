@@ -19,7 +19,7 @@ from agent_eval_sandbox.config.dataset import ANNOTATIONS_NAMES, INPUT_NAMES
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.models import EvalConfig, OutputConfig, TracesConfig
 from agent_eval_sandbox.judges.events import captured_tool_calls, conversation_text
-from agent_eval_sandbox.rundir.layout import MODIFIED_DIR, CaseDir, RunDir
+from agent_eval_sandbox.rundir.layout import MODIFIED_DIR, CaseDir, RunDir, split_epoch
 from agent_eval_sandbox.rundir.read import (
     MAX_EVENTS_BYTES,
     MAX_EVENTS_NODES,
@@ -289,6 +289,8 @@ def read_case_files(run: FinishedRun, case_id: str, loaded: LoadedConfig) -> Cas
     problems += [problem] if problem else []
 
     dataset_case = loaded.dataset_dir / case_id
+    if not dataset_case.is_dir():  # an epoch of a case (`run --epochs`): the case's own directory
+        dataset_case = loaded.dataset_dir / split_epoch(case_id)[0]
     input_file = case.input if case.input.is_file() else _first_existing(dataset_case, INPUT_NAMES)
     inputs, problem = read_mapping(input_file) if input_file else ({}, None)
     problems += [problem] if problem else []

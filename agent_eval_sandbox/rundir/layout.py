@@ -35,6 +35,7 @@ REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
 CASE_ORDER = "case_order.yaml"
 CASES_DIR = "cases"
+LATEST = "latest"  # beside the runs of an eval: a link to the one started last (rundir/latest.py)
 
 # A case's files (in batch mode the single invocation's logs sit at the run's root).
 INPUT = "input.yaml"
@@ -65,6 +66,22 @@ CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Files that are a run's, never a case's: a case id must not shadow them.
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")
+
+
+EPOCH_MARK = "#"  # `run --epochs N`: the cases <id>#1 … <id>#N, each its own case directory
+EPOCHS_YAML = "epochs.yaml"  # the judges aggregated across epochs (judges/epochs.py)
+
+
+def epoch_case_id(case_id: str, epoch: int) -> str:
+    return f"{case_id}{EPOCH_MARK}{epoch}"
+
+
+def split_epoch(case_id: str) -> tuple[str, int | None]:
+    """`<id>#<n>` -> (id, n); any other id -> (id, None)."""
+    base, mark, number = case_id.rpartition(EPOCH_MARK)
+    if mark and base and number.isdigit() and not number.startswith("0"):
+        return base, int(number)
+    return case_id, None
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -186,6 +203,9 @@ class RunDir:
     @classmethod
     def create(cls, base: Path, eval_name: str, run_id: str) -> RunDir:
         root = base / safe_component(eval_name) / run_id
+        if run_id == LATEST:
+            raise UserError("--run-id latest is reserved: it names the link to the newest run",
+                            fix="choose another --run-id")
         if root.exists():
             raise UserError(f"run directory {root} already exists", fix="choose another --run-id")
         (root / CASES_DIR).mkdir(parents=True)
@@ -223,6 +243,10 @@ class RunDir:
     @property
     def junit_xml(self) -> Path:
         return self.root / JUNIT_XML
+
+    @property
+    def epochs_yaml(self) -> Path:
+        return self.root / EPOCHS_YAML
 
     @property
     def case_order(self) -> Path:

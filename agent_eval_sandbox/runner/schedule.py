@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from agent_eval_sandbox import exit_codes
 from agent_eval_sandbox.rundir.models import CaseOutcome
-from agent_eval_sandbox.runner.case import interrupted_outcome, run_case
+from agent_eval_sandbox.runner.case import interrupted_outcome, run_case, uncollected_outcome
+from agent_eval_sandbox.runner.case_values import ChannelUse
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
 
@@ -32,8 +34,12 @@ class Scheduled:
         return None
 
 
-def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequence[CaseStatus]) -> Scheduled:
+def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequence[CaseStatus],
+              *, exit_first: bool = False) -> Scheduled:
     """Every invocation's outcome, in order.
+
+    `exit_first` (`run -x`): once a case does not complete, no further case starts; those get an
+    `interrupted` outcome saying why (cases already running finish).
 
     On Ctrl-C or SIGTERM (an exception out of the wait: `sandbox/teardown.run_scope` has removed
     the run's sandboxes by then), cases not started yet never start and get an `interrupted`
@@ -41,9 +47,10 @@ def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequ
     with what interrupted it, for the caller to record before it exits.
     """
     pool = ThreadPoolExecutor(max_workers=max(1, ctx.settings.parallelism), thread_name_prefix="case")
+    one_case = _stopping_at_first_failure(threading.Event()) if exit_first else run_case
     futures = [
         # The slot names the case's staging directory: short, for the unix socket paths in it.
-        pool.submit(run_case, ctx, invocation, status, f"{index:04d}")
+        pool.submit(one_case, ctx, invocation, status, f"{index:04d}")
         for index, (invocation, status) in enumerate(zip(invocations, statuses, strict=True))
     ]
     interrupted_by: KeyboardInterrupt | SystemExit | None = None
@@ -63,6 +70,24 @@ def run_cases(ctx: RunContext, invocations: Sequence[Invocation], statuses: Sequ
     outcomes = [_outcome(ctx, future, invocation, status)
                 for future, invocation, status in zip(futures, invocations, statuses, strict=True)]
     return Scheduled(outcomes, interrupted_by)
+
+
+EXIT_FIRST = "not started: -x/--exit-first stopped the run after a case that did not complete"
+
+
+def _stopping_at_first_failure(stop: threading.Event) -> Callable[[RunContext, Invocation, CaseStatus, str],
+                                                                   CaseOutcome]:
+    def one_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: str) -> CaseOutcome:
+        if stop.is_set():
+            status.state = "skipped"
+            return uncollected_outcome(ctx, invocation, ctx.run_dir.case(invocation.id), None, 0.0, ChannelUse(),
+                                       EXIT_FIRST, end_reason="interrupted")
+        outcome = run_case(ctx, invocation, status, slot)
+        if not outcome.completed:
+            stop.set()
+        return outcome
+
+    return one_case
 
 
 # While the started cases end after an interrupt: how often the run's sandboxes are swept again.

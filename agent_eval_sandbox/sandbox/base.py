@@ -1,6 +1,6 @@
 """The `Sandbox` interface: what the runner needs from one case's isolated environment.
 
-A backend (docker today, kubernetes later) implements `SandboxBackend` and
+A backend (docker, kubernetes) implements `SandboxBackend` and
 `Sandbox`; nothing outside `sandbox/` knows which one runs. A command that
 fails is a value (`ExecResult`); only a sandbox that itself broke (vanished,
 daemon error mid-command) raises `SandboxError`.
@@ -9,6 +9,7 @@ daemon error mid-command) raises `SandboxError`.
 from __future__ import annotations
 
 import enum
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.sandbox import defaults
 from agent_eval_sandbox.sandbox.archive import CopyInReport, CopyOutReport
 from agent_eval_sandbox.sandbox.defaults import parse_size
+from agent_eval_sandbox.sandbox.host_paths import HostPaths, shared_root
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -245,6 +247,10 @@ class SandboxBackend(ABC):
     def create(self, spec: SandboxSpec) -> Sandbox:
         """A started, idle sandbox with empty workspace and home."""
 
+    def prepare_run(self, run_id: str) -> None:
+        """Make and check what the run's sandboxes share, before the first case (by default nothing)."""
+        return None
+
     @abstractmethod
     def destroy_run(self, run_id: str) -> list[RemovedObject]:
         """Remove every object of `run_id`, whoever created it."""
@@ -260,3 +266,15 @@ class SandboxBackend(ABC):
     @abstractmethod
     def check_runtime(self, name: str) -> None:
         """Raise RuntimeNotRegisteredError unless the container runtime `name` is usable."""
+
+    def host_paths(self, shared_dir: Path | None, runs_base: Path) -> HostPaths:
+        """Where a run makes the files its sandboxes mount (`BindMount` sources are paths under its root).
+
+        Called once per run, before the image. `shared_dir`: the one the user
+        gave (--shared-dir), else the backend chooses (here: the temp directory).
+        """
+        return HostPaths.at(shared_root(shared_dir, runs_base, in_container=False, tmp=Path(tempfile.gettempdir())))
+
+    def check_host_paths(self, host: HostPaths, image: str) -> None:
+        """Raise SharedDirError unless sandboxes of `image` can mount what is under `host.root`."""
+        return None  # a backend whose sandboxes share the controller's filesystem has nothing to check

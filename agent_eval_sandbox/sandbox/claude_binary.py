@@ -42,6 +42,15 @@ class ClaudeBinary:
     integrity: str  # the registry's "sha512-<base64>" string
 
 
+@dataclass(frozen=True)
+class ClaudeRelease:
+    """What names a binary without holding it: enough to tag an image that may exist already."""
+
+    version: str
+    arch: str
+    integrity: str
+
+
 def registry_url() -> str:
     return (
         os.environ.get("AGENT_EVAL_NPM_REGISTRY")
@@ -97,27 +106,16 @@ def ensure_claude_binary(version: str = DEFAULT_CLAUDE_VERSION, arch: str = "x86
         digest = base64.b64encode(hashlib.sha512(path.read_bytes()).digest()).decode()
         return ClaudeBinary(version=version, arch=arch, path=path, integrity=f"sha512-{digest}")
 
-    package = PACKAGE_BY_ARCH.get(arch)
-    if package is None:
-        raise ImageError(f"no Claude Code binary is published for architecture {arch!r}")
+    package = _package(arch)
     target_dir = cache_root() / "claude" / version / arch
     binary = target_dir / "claude"
     integrity_file = target_dir / "integrity"
     if binary.is_file() and integrity_file.is_file():
         return ClaudeBinary(version, arch, binary, integrity_file.read_text().strip())
 
-    meta_url = f"{registry_url()}/{package.replace('/', '%2f')}/{version}"
     try:
         with httpx.Client(timeout=httpx.Timeout(30.0, read=300.0), follow_redirects=True) as client:
-            meta = client.get(meta_url)
-            if meta.status_code == 404:
-                raise ImageError(
-                    f"Claude Code {version} is not published as {package}",
-                    fix="set sandbox.claude_version to a published version (npm view "
-                    f"{package} versions)",
-                )
-            meta.raise_for_status()
-            dist = meta.json()["dist"]
+            dist = _dist(client, package, version)
             tarball = client.get(dist["tarball"])
             tarball.raise_for_status()
     except httpx.HTTPError as exc:
@@ -135,3 +133,50 @@ def ensure_claude_binary(version: str = DEFAULT_CLAUDE_VERSION, arch: str = "x86
     extract_binary(tarball.content, binary)
     integrity_file.write_text(integrity + "\n")
     return ClaudeBinary(version, arch, binary, integrity)
+
+
+def claude_release(version: str = DEFAULT_CLAUDE_VERSION, arch: str = "x86_64") -> ClaudeRelease:
+    """The release's integrity without the ~250 MB binary: cached, else from the registry's metadata.
+
+    A controller whose sandbox image exists already (a CI job that loaded it from
+    its cache, a controller container) then never downloads the binary.
+    """
+    if os.environ.get("AGENT_EVAL_CLAUDE_BINARY"):
+        binary = ensure_claude_binary(version, arch)
+        return ClaudeRelease(version, arch, binary.integrity)
+    package = _package(arch)
+    integrity_file = cache_root() / "claude" / version / arch / "integrity"
+    if integrity_file.is_file():
+        return ClaudeRelease(version, arch, integrity_file.read_text().strip())
+    try:
+        with httpx.Client(timeout=httpx.Timeout(30.0), follow_redirects=True) as client:
+            integrity = str(_dist(client, package, version)["integrity"])
+    except httpx.HTTPError as exc:
+        raise ImageError(
+            f"cannot look up Claude Code {version} in {registry_url()}: {exc}",
+            fix="check that the npm registry is reachable, or mount a cache that holds it "
+            "(AGENT_EVAL_CACHE_DIR), or set AGENT_EVAL_CLAUDE_BINARY to a local binary",
+        ) from exc
+    integrity_file.parent.mkdir(parents=True, exist_ok=True)
+    integrity_file.write_text(integrity + "\n")
+    return ClaudeRelease(version, arch, integrity)
+
+
+def _package(arch: str) -> str:
+    package = PACKAGE_BY_ARCH.get(arch)
+    if package is None:
+        raise ImageError(f"no Claude Code binary is published for architecture {arch!r}")
+    return package
+
+
+def _dist(client: httpx.Client, package: str, version: str) -> dict[str, str]:
+    """The `dist` record (tarball URL, integrity) of one published version."""
+    meta = client.get(f"{registry_url()}/{package.replace('/', '%2f')}/{version}")
+    if meta.status_code == 404:
+        raise ImageError(
+            f"Claude Code {version} is not published as {package}",
+            fix=f"set sandbox.claude_version to a published version (npm view {package} versions)",
+        )
+    meta.raise_for_status()
+    dist: dict[str, str] = meta.json()["dist"]
+    return dist

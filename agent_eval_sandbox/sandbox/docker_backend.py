@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 import docker
@@ -24,10 +27,20 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
+from agent_eval_sandbox.sandbox.docker_host import OwnContainer, in_a_container, own_container, probe_visible
 from agent_eval_sandbox.sandbox.docker_sandbox import (
     DockerSandbox,
     force_remove_container,
     remove_container_and_volumes,
+)
+from agent_eval_sandbox.sandbox.host_paths import (
+    HostPaths,
+    candidates_note,
+    daemon_path,
+    missing_mount_error,
+    remote_daemon,
+    remote_daemon_error,
+    shared_root,
 )
 
 
@@ -52,12 +65,15 @@ LIFELINE_CONNECT_S = 15.0
 
 
 def host_config_args(
-    spec: SandboxSpec, volumes: dict[str, str], extra_mounts: tuple[BindMount, ...] = ()
+    spec: SandboxSpec, volumes: dict[str, str], extra_mounts: tuple[BindMount, ...] = (),
+    host: HostPaths | None = None,
 ) -> dict[str, Any]:
-    """Arguments of `create_host_config` for a spec; `volumes` maps target -> volume name."""
+    """Arguments of `create_host_config` for a spec; `volumes` maps target -> volume name;
+    `host` spells the bind mounts' sources as the daemon knows them."""
     h, lim = spec.hardening, spec.limits
+    to_daemon = host.for_daemon if host is not None else (lambda path: path)
     mounts = [Mount(target, name, type="volume", no_copy=True) for target, name in volumes.items()]
-    mounts += [Mount(m.target, str(m.source), type="bind", read_only=m.read_only)
+    mounts += [Mount(m.target, str(to_daemon(m.source)), type="bind", read_only=m.read_only)
                for m in (*spec.mounts, *extra_mounts)]
     return {
         "cap_drop": list(h.cap_drop),
@@ -101,9 +117,12 @@ class DockerBackend(SandboxBackend):
         self._client_arg = client
         self._owner = owner
         self._grace_s = grace_s
-        # Where the per-sandbox lifeline sockets are made (the daemon bind-mounts them).
+        # Where the per-sandbox lifeline sockets are made (the daemon bind-mounts them); default: under
+        # the run's HostPaths root once `host_paths` chose it, else the temp directory.
         self._runtime_dir = runtime_dir
         self._runtimes: set[str] | None = None
+        self._host: HostPaths | None = None
+        self._own: tuple[OwnContainer | None] | None = None  # found on first need
 
     @property
     def client(self) -> docker.DockerClient:
@@ -118,16 +137,18 @@ class DockerBackend(SandboxBackend):
         if h.runtime:
             self.check_runtime(h.runtime)
         name = L.object_name(spec.run_id, spec.case_id)
+        own = self.own_container()
         labels = L.object_labels(
             run_id=spec.run_id,
             case_id=spec.case_id,
             owner=self._owner or L.current_owner(),
             deadline_epoch=spec.deadline_epoch,
             extra=spec.extra_labels,
+            container=own.id if own is not None else None,
         )
         volumes: dict[str, str] = {}
         container_id: str | None = None
-        lifeline = lifeline_.Lifeline(self._runtime_dir)
+        lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.base if self._host is not None else None))
         lifeline_mount = BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)
         try:
             with docker_errors(f"creating sandbox {name}"):
@@ -153,7 +174,8 @@ class DockerBackend(SandboxBackend):
                         environment={**spec.env, "HOME": spec.home},
                         working_dir=spec.workspace,
                         labels=labels,
-                        host_config=api.create_host_config(**host_config_args(spec, volumes, (lifeline_mount,))),
+                        host_config=api.create_host_config(
+                            **host_config_args(spec, volumes, (lifeline_mount,), self._host)),
                     )["Id"]
                 except docker.errors.ImageNotFound as exc:
                     raise ImageError(
@@ -186,6 +208,37 @@ class DockerBackend(SandboxBackend):
                 f"`runsc install --runtime={name} -- --network=none --host-uds=open`, as scripts/install-gvisor.sh "
                 "does), or unset sandbox.runtime",
             )
+
+    # ---- where the sandboxes' host files live -----------------------------------------
+
+    def own_container(self) -> OwnContainer | None:
+        """The container this controller runs in, if this daemon runs it (looked up once)."""
+        if self._own is None:
+            self._own = (own_container(self.client.api),)
+        return self._own[0]
+
+    def host_paths(self, shared_dir: Path | None, runs_base: Path) -> HostPaths:
+        docker_host = os.environ.get("DOCKER_HOST", "")
+        remote = remote_daemon(docker_host)
+        if remote is not None:  # before any connection: no request goes to that machine
+            raise remote_daemon_error(docker_host, remote)
+        own = self.own_container()
+        in_container = in_a_container(own)
+        root = shared_root(shared_dir, runs_base, in_container=in_container, tmp=Path(tempfile.gettempdir()))
+        mounts = own.mounts if own is not None else ()
+        if own is not None and daemon_path(PurePosixPath(root), mounts) is None:
+            raise missing_mount_error(root, why=candidates_note(mounts))
+        self._host = HostPaths.at(root, mounts, in_container=in_container)
+        return self._host
+
+    def check_host_paths(self, host: HostPaths, image: str) -> None:
+        if not host.in_container:
+            return  # on the daemon's host its paths are ours
+        own = self.own_container()
+        why = probe_visible(self.client.api, image, host.root, host.for_daemon(host.root),
+                            self._owner or L.current_owner(), own.id if own is not None else None)
+        if why is not None:
+            raise missing_mount_error(host.root, why=why)
 
     # ---- cleanup ------------------------------------------------------------------
 
@@ -221,8 +274,10 @@ class DockerBackend(SandboxBackend):
                 except docker.errors.NotFound:
                     continue  # removed meanwhile, e.g. by its own sandbox's destroy()
                 except docker.errors.APIError as exc:
-                    if obj.kind == "volume" and exc.status_code == 409:
-                        continue  # in use by a container that is kept; it goes with it
+                    if exc.status_code == 409 and (obj.kind == "volume" or "in progress" in str(exc.explanation)):
+                        # A volume in use by a container that is kept goes with it; a container whose removal
+                        # is in progress (its own sandbox's destroy, racing a SIGTERM's teardown) is going.
+                        continue
                     raise
             removed.append(
                 RemovedObject(obj.kind, obj.name, obj.labels.get(L.RUN_ID), obj.labels.get(L.CASE_ID), reason)
@@ -234,12 +289,22 @@ class DockerBackend(SandboxBackend):
 
     def reap_orphans(self) -> list[RemovedObject]:
         hostname, now = socket.gethostname(), time.time()
+        own = self.own_container()
+        running = functools.cache(self._container_running)  # one question per controller container
         return self._remove_all(
             self._managed(),
             lambda labels: L.orphan_reason(
-                labels, now=now, hostname=hostname, start_time_of=L.proc_start_time, grace_s=self._grace_s
+                labels, now=now, hostname=hostname, start_time_of=L.proc_start_time, grace_s=self._grace_s,
+                own_container=own.id if own is not None else None, container_running=running,
             ),
         )
+
+    def _container_running(self, container_id: str) -> bool:
+        with docker_errors(f"inspecting container {container_id[:12]}"):
+            try:
+                return bool(self.client.api.inspect_container(container_id)["State"].get("Running"))
+            except docker.errors.NotFound:
+                return False
 
     def gc(self, *, all: bool = False) -> list[RemovedObject]:
         if not all:

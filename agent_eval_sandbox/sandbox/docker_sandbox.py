@@ -52,27 +52,9 @@ from agent_eval_sandbox.sandbox.outcome import (
     classify_end,
     parse_probe,
 )
+from agent_eval_sandbox.sandbox.process_scripts import EXEC_MARKER
+from agent_eval_sandbox.sandbox.process_scripts import KILLER as _KILLER
 
-# Set on "kill_exec" commands so that their processes (and children that
-# inherit the environment) can be found and killed inside the sandbox: the
-# exec's pid on the host is not visible to a controller running elsewhere.
-EXEC_MARKER = "AGENT_EVAL_EXEC"
-_KILLER = (
-    "import os,sys\n"
-    "mark=sys.argv[1].encode()\n"
-    "for _ in range(20):\n"
-    "  hit=0\n"
-    "  for p in os.listdir('/proc'):\n"
-    "    if not p.isdigit(): continue\n"
-    "    try:\n"
-    "      if mark not in open('/proc/'+p+'/environ','rb').read().split(b'\\0'): continue\n"
-    "      hit=1\n"
-    "      try: os.killpg(int(p),9)\n"
-    "      except OSError: pass\n"
-    "      os.kill(int(p),9)\n"
-    "    except OSError: pass\n"
-    "  if not hit: break\n"
-)
 # Kills every process of the sandbox user but itself; docker-init and the main
 # process run as another user and stay.
 _REAPER = (

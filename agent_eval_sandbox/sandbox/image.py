@@ -29,6 +29,8 @@ from agent_eval_sandbox.sandbox.bootstrap import bootstrap_base, local_base_ref
 from agent_eval_sandbox.sandbox.claude_binary import (
     DEFAULT_CLAUDE_VERSION,
     ClaudeBinary,
+    ClaudeRelease,
+    claude_release,
     ensure_claude_binary,
 )
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
@@ -92,7 +94,8 @@ def context_files(images_dir: Path = IMAGES_DIR, inside_dir: Path = INSIDE_DIR) 
 
 
 def image_inputs(
-    files: Mapping[str, Path], claude: ClaudeBinary, base_image_id: str, arch: str, *, exec_only: bool = True
+    files: Mapping[str, Path], claude: ClaudeBinary | ClaudeRelease, base_image_id: str, arch: str, *,
+    exec_only: bool = True,
 ) -> ImageInputs:
     return ImageInputs(
         exec_only=exec_only,
@@ -201,12 +204,18 @@ def ensure_sandbox_image(
             base_ref, base_id = resolve_base(client, settings.base_image, pull=False, console=console)
         with docker_errors("asking the daemon for its architecture"):
             arch = client.api.info().get("Architecture") or "x86_64"
-        with Progress(console, f"fetching Claude Code {settings.claude_version}"):
-            claude = ensure_claude_binary(settings.claude_version, arch)
+        with Progress(console, f"looking up Claude Code {settings.claude_version}"):
+            release = claude_release(settings.claude_version, arch)
         files = context_files()
-        ref = image_tag(image_inputs(files, claude, base_id, arch, exec_only=settings.exec_only))
+        ref = image_tag(image_inputs(files, release, base_id, arch, exec_only=settings.exec_only))
         if not rebuild and _local_id(client, ref) is not None:
             return SandboxImage(ref=ref, built=False, base=base_ref)
+        with Progress(console, f"fetching Claude Code {settings.claude_version}"):
+            claude = ensure_claude_binary(settings.claude_version, arch)
+        if claude.integrity != release.integrity:
+            raise ImageError(f"Claude Code {settings.claude_version}: the binary's integrity {claude.integrity} is "
+                             f"not the one looked up ({release.integrity})",
+                             fix="clear the cache (AGENT_EVAL_CACHE_DIR or ~/.cache/agent-eval-sandbox) and retry")
         _build(client, ref, files, claude, base_ref, base_id, exec_only=settings.exec_only, no_cache=rebuild,
                console=console)
         return SandboxImage(ref=ref, built=True, base=base_ref)

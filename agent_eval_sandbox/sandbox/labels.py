@@ -5,6 +5,11 @@ deadline. The owner is `<hostname>:<pid>:<process start time>`: the start
 time (from /proc/<pid>/stat) tells a live owner from a recycled pid. An object
 is an orphan when its owner on this host is gone, or, on any host, when its
 deadline passed more than a grace period ago.
+
+A controller running in a container of the same daemon also labels its objects
+with that container's id: pids and hostnames mean nothing across pid and UTS
+namespaces (a `--network host` container even shares the host's hostname), so
+such an owner is checked by asking the daemon whether its container still runs.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ CASE_ID = f"{PREFIX}.case-id"
 OWNER = f"{PREFIX}.owner"
 DEADLINE = f"{PREFIX}.deadline"
 ROLE = f"{PREFIX}.role"  # what a volume holds: "workspace" | "home"
+CONTAINER = f"{PREFIX}.controller-container"  # the id of the container the owner runs in, if any
 
 MANAGED_FILTER = f"{MANAGED}=1"
 # How long past its deadline an object of a live (or foreign) owner is kept.
@@ -71,9 +77,11 @@ def current_owner() -> Owner:
 
 
 def object_labels(
-    *, run_id: str, case_id: str, owner: Owner, deadline_epoch: float, extra: Mapping[str, str] = {}
+    *, run_id: str, case_id: str, owner: Owner, deadline_epoch: float, extra: Mapping[str, str] = {},
+    container: str | None = None,
 ) -> dict[str, str]:
-    return {
+    """`container`: the id of the container the owner process runs in (None on the daemon's host)."""
+    labels = {
         **extra,
         MANAGED: "1",
         RUN_ID: run_id,
@@ -81,6 +89,11 @@ def object_labels(
         OWNER: owner.label(),
         DEADLINE: str(int(deadline_epoch)),
     }
+    if container:
+        labels[CONTAINER] = container
+    else:
+        labels.pop(CONTAINER, None)
+    return labels
 
 
 def orphan_reason(
@@ -90,13 +103,22 @@ def orphan_reason(
     hostname: str,
     start_time_of: Callable[[int], int | None],
     grace_s: float = DEFAULT_GRACE_S,
+    own_container: str | None = None,
+    container_running: Callable[[str], bool] | None = None,
 ) -> str | None:
     """Why an object may be reaped, or None to keep it.
 
+    `own_container`: the id of the container the reaper runs in (None on the
+    daemon's host); the pid check applies only to owners in the same one.
+    `container_running(id)` asks the daemon about an owner's container.
     Objects with unreadable labels are kept: only `gc --all` removes them.
     """
     owner = parse_owner(labels.get(OWNER))
-    if owner is not None and owner.host == hostname and start_time_of(owner.pid) != owner.start_time:
+    container = labels.get(CONTAINER) or None
+    if container != own_container:
+        if container is not None and container_running is not None and not container_running(container):
+            return f"controller container {container[:12]} is gone"
+    elif owner is not None and owner.host == hostname and start_time_of(owner.pid) != owner.start_time:
         return f"owner process {owner.pid} on {owner.host} is gone"
     try:
         deadline = float(labels.get(DEADLINE, ""))

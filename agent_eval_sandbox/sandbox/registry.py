@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_eval_sandbox.errors import ConfigError
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 
+if TYPE_CHECKING:  # config.models imports sandbox.defaults, which loads this package
+    from agent_eval_sandbox.config.models import SandboxConfig
+
 BackendFactory = Callable[..., SandboxBackend]
 
 # name -> "module:attribute", so that choosing docker never imports kubernetes and back.
-_BUILTIN = {"docker": "agent_eval_sandbox.sandbox.docker_backend:DockerBackend"}
+_BUILTIN = {
+    "docker": "agent_eval_sandbox.sandbox.docker_backend:DockerBackend",
+    "kubernetes": "agent_eval_sandbox.sandbox.kubernetes_backend:KubernetesBackend",
+}
 _registered: dict[str, BackendFactory] = {}
 
 
@@ -39,3 +45,11 @@ def get_backend(name: str, **options: Any) -> SandboxBackend:
             fix=f"use one of: {', '.join(backend_names())}",
         )
     return factory(**options)
+
+
+def backend_for(config: SandboxConfig, *, allow_unenforced_network: bool = False,
+                warn: Callable[[str], None] | None = None) -> SandboxBackend:
+    """The backend `sandbox.backend` names, given the settings it reads from the `sandbox:` block."""
+    if config.backend == "kubernetes":
+        return get_backend("kubernetes", config=config, allow_unenforced_network=allow_unenforced_network, warn=warn)
+    return get_backend(config.backend)

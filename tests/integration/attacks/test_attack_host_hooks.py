@@ -161,7 +161,11 @@ def hooks_run(tmp_path_factory: pytest.TempPathFactory, runtime: str, markers: P
     _git(project.root, "commit", "-q", "-m", "project")
     # A caller whose PATH ends with a relative entry: `bin` relative to wherever a hook runs.
     env = {"ATTACK_MARKER_DIR": str(markers), "PATH": os.environ["PATH"] + ":bin"}
-    return run_attack(project, runtime, "host-hooks", "--offline", env=env)
+    # The staged workspaces go outside the project's repository (where a controller in a container would
+    # put them by default: under the runs directory, inside the project), so `git -C "$CASE_WORKSPACE"`
+    # meets no repository above the collected workspace but the agent's.
+    shared = project.root.parent / "shared"
+    return run_attack(project, runtime, "host-hooks", "--offline", "--shared-dir", str(shared), env=env)
 
 
 def _hook_log(run: AttackRun, name: str) -> str:

@@ -82,7 +82,7 @@ def test_limits_must_be_positive():
 
 
 def test_registry_builds_docker_lazily_and_names_the_choices_on_a_typo():
-    assert registry.backend_names() == ["docker"]
+    assert registry.backend_names() == ["docker", "kubernetes"]
     assert isinstance(registry.get_backend("docker", client=object()), DockerBackend)
     with pytest.raises(ConfigError) as err:
         registry.get_backend("dokcer")
@@ -94,7 +94,7 @@ def test_registering_a_backend(monkeypatch):
     sentinel = object()
     registry.register_backend("fake", lambda **kw: sentinel)  # type: ignore[arg-type,return-value]
     assert registry.get_backend("fake") is sentinel
-    assert registry.backend_names() == ["docker", "fake"]
+    assert registry.backend_names() == ["docker", "fake", "kubernetes"]
     with pytest.raises(ValueError):
         registry.register_backend("docker", lambda **kw: sentinel)  # type: ignore[arg-type,return-value]
 
