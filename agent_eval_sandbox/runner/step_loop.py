@@ -129,7 +129,6 @@ class Pipeline:
         except UserError as exc:
             return StepOutcome(**base, end_reason="error", error=exc.render(), duration_s=0.0)
         out.prompt.write_text(prompt, encoding="utf-8")
-        (staged.channel_dir / paths.PROMPT_FILE_NAME).write_text(prompt, encoding="utf-8")
         info = self._case_info(plan)
         try:
             if ctx.config.hooks.before_step and ctx.per_case_hooks:
@@ -146,7 +145,7 @@ class Pipeline:
                 self.channel.begin_step(limits.budget_usd, upstream or self.case_upstream)
             try:
                 listed = self._listing()
-                result = self.last_result = self._exec(plan, limits, plan.env, out)
+                result = self.last_result = self._exec(plan, limits, plan.env, out, prompt)
                 if not self.box.frozen:
                     files = changed_files(listed, self._listing())
             except SandboxError as exc:
@@ -209,19 +208,22 @@ class Pipeline:
             return parse_listing(listed.stdout or b"")
         return {}
 
-    def _exec(self, plan: StepPlan, limits: StepLimits, step_env: Mapping[str, str], out: CaseDir) -> ExecResult:
+    def _exec(self, plan: StepPlan, limits: StepLimits, step_env: Mapping[str, str], out: CaseDir,
+              prompt: str) -> ExecResult:
         ctx = self.ctx
         settings = ctx.settings
         step_settings = dataclasses.replace(settings, max_budget_usd=limits.budget_usd)
         plugin_dirs = [r.container_path for r in ctx.resources if "/.staged-plugins/" in r.container_path]
         argv = ac.launcher_argv(ac.claude_argv(plan.config, step_settings, plugin_dirs=plugin_dirs,
-                                               extra_flags=self.staged.settings.cli_flags))
+                                               extra_flags=self.staged.settings.cli_flags),
+                                prompt_file=ac.PROMPT_ON_STDIN)
         env = dict(self.base_env)
         env.update({k: v for k, v in step_env.items() if k not in ac.MANAGED_KEYS})
         self.status.state = f"running {plan.id}"
         with open(out.stdout_log, "wb") as stdout, open(out.stderr_log, "wb") as stderr:
             # Only the case's own deadline freezes the sandbox: after a step's earlier one the rest may run.
-            return self.box.exec(argv, env=env, cwd=paths.WORKSPACE, stdout=stdout, stderr=stderr,
+            return self.box.exec(argv, env=env, cwd=paths.WORKSPACE, stdin=prompt.encode("utf-8"),
+                                 stdout=stdout, stderr=stderr,
                                  timeout=limits.timeout_s,
                                  on_timeout="freeze" if limits.case_deadline else "kill_exec")
 

@@ -120,6 +120,10 @@ def test_every_step_runs_in_the_same_workspace_and_later_steps_see_earlier_ones(
     refine_prompt = (result.case("happy") / "steps" / "refine" / "prompt.txt").read_text()
     assert refine_prompt == ("Refine this: DRAFT-READY at out/draft.md "
                              "(files: out/draft.md,out/env-create.txt, exit 0)"), refine_prompt
+    # ... and it is what the step's CLI sent the model (each step is sent its own prompt).
+    gateway_log = (result.case("happy") / "gateway.jsonl").read_text()
+    assert refine_prompt in gateway_log and "Create a draft about caching" in gateway_log
+    assert "Review out/final.md" in gateway_log
     assert steps["create"]["files"] == ["out/draft.md", "out/env-create.txt"]
     assert steps["refine"]["files"] == ["out/env-refine.txt", "out/final.md"]
     assert steps["create"]["result"] == "DRAFT-READY at out/draft.md" and entry["result"] == "REVIEWED: looks fine"
