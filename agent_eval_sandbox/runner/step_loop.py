@@ -68,6 +68,7 @@ class Pipeline:
         self.hard_stop: StepOutcome | None = None
         self.cut: EndReason | None = None  # the case's deadline, budget, an interrupt cut the pipeline short
         self.last_result: ExecResult | None = None  # the last step's exec
+        self.broken: str | None = None  # the sandbox failed under a step: no later step can run
 
     def run(self) -> list[StepOutcome]:
         outcomes: list[StepOutcome] = []
@@ -87,10 +88,13 @@ class Pipeline:
                 left_s = self.ctx.settings.timeout_s - (time.monotonic() - started)
                 left_usd = (self.channel.ledger.left_usd if self.channel is not None
                             else self.ctx.settings.max_budget_usd)
-                outcome = self._step(plan, step_limits(plan, case_left_s=left_s, case_left_usd=left_usd), views)
+                limits = step_limits(plan, case_left_s=left_s, case_left_usd=left_usd)
+                outcome = self._step(plan, limits, views)
                 views[plan.id] = StepView.of(outcome)
-                if self.box.frozen:  # only the case's own deadline freezes the sandbox
+                if self.box.frozen or (limits.case_deadline and outcome.end_reason == "timed_out"):
                     stop, self.cut = "the case's deadline passed", "timed_out"
+                elif self.broken is not None:
+                    stop = f"the case's sandbox failed in step {plan.id}: {self.broken}"
                 else:
                     stop = stops_pipeline(outcome)
                 if stop is not None and outcome.on_failure == "continue":
@@ -149,7 +153,7 @@ class Pipeline:
                 if not self.box.frozen:
                     files = changed_files(listed, self._listing())
             except SandboxError as exc:
-                error = str(exc)
+                error = self.broken = str(exc)
             record = self.channel.conversation.snapshot() if self.channel is not None else None
         verifier = StreamVerifier(record)
         summary = read_agent_stream(out, verifier)
