@@ -3,7 +3,8 @@
 Every command maps user-caused errors (`UserError`) to one line on stderr and
 exit code 2; exit 1 is reserved for "the eval ran and a threshold regressed (or
 no case completed)", 3 for a bug of ours, 4 for an infrastructure error of a
-case, 130/143 for an interrupted run (`exit_codes.py`).
+case, 130/143 for an interrupted run (`exit_codes.py`); with --fail-on-regression, 1 also
+when a judge regressed against the baseline (`compare`, `run --baseline`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import click
 
-from agent_eval_sandbox import __version__, exit_codes
+from agent_eval_sandbox import __version__, exit_codes, verbosity
 from agent_eval_sandbox.app.validate import CheckedEval, checked_eval, load_checked, refuse_warnings
 from agent_eval_sandbox.config.dataset import Dataset
 from agent_eval_sandbox.config.loader import LoadedConfig
@@ -43,7 +44,8 @@ JUNIT_FAIL_ON_JUDGE_HELP = ("In junit.xml, a failing verdict of a judge without 
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    if not verbosity.quiet():
+        click.echo(f"warning: {message}", err=True)
 
 
 def handle_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,8 +94,10 @@ STRICT_HELP = "Refuse the eval (exit 2) if it has any warning: what CI should us
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agent-eval-sandbox")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Run agent-eval-harness evals of Claude Code skills, one hardened container per case."""
+    verbosity.begin(ctx)
 
 
 def _summary_lines(loaded: LoadedConfig, dataset: Dataset, invocations: list[Invocation]) -> list[str]:
@@ -186,6 +190,11 @@ def _dry_run_report(loaded: LoadedConfig, settings: RunSettings, invocations: li
               help="Keep each case's model exchanges as cases/<id>/cassette.jsonl, for --replay.")
 @click.option("--replay", type=click.Path(path_type=Path),
               help="Play each case's model from the cassettes of this recorded run: no key, no network.")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="A judged run to compare this one with once judged (per-judge deltas, the pairwise judge); "
+              "writes comparison.json.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="With --baseline: exit 1 when a judge regressed against the baseline.")
 @click.option("--runs-dir", help="Base directory of runs (default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
 @click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
               help="Directory for the files sandboxes mount (sockets, staged project). In a container it must be "
@@ -224,6 +233,8 @@ def run(
     offline: bool,
     record: bool,
     replay: Path | None,
+    baseline: Path | None,
+    fail_on_regression: bool,
     runs_dir: str | None,
     shared_dir: Path | None,
     run_id: str | None,
@@ -250,13 +261,17 @@ def run(
                         fix="--replay RUN_DIR plays the recorded run's models; drop --offline")
     base = _runs_base(runs_dir)
     replay = resolve_run_arg(replay, base) if replay is not None else None
+    baseline = _baseline_arg(baseline, base, fail_on_regression=fail_on_regression, dry_run=dry_run)
     if resume is not None:
-        if rerun_failed or case_patterns or limit or run_id or replay or record or epochs > 1:
-            raise UserError("--resume finishes a run as it was started: it takes no --case, --limit, "
-                            "--rerun-failed, --run-id, --replay or --record", fix="drop those options")
+        # A resume runs the rest as the run was started (run.json); only what describes this machine
+        # (--shared-dir, --allow-unenforced-network, --parallelism, --rebuild-image) is taken from here.
+        _refuse_on_resume(rerun_failed=rerun_failed, case=case_patterns, limit=limit, run_id=run_id, replay=replay,
+                          record=record, epochs=epochs > 1, model=model, subagent_model=subagent_model,
+                          timeout=timeout, max_budget=max_budget, skill_args=skill_args)
         plan = reruns.plan_resume(resolve_run_arg(resume, base))
-        eval_yaml, offline, run_id, record, replay, overrides = _as_started(plan.meta)
-        runs_dir = str(plan.run.root.parent.parent)
+        eval_yaml, offline, run_id, record, replay, overrides, claude_version, epochs = _as_started(
+            plan, offline=offline, claude_version=claude_version, parallelism=parallelism)
+        runs_dir, rerun_of = str(plan.run.root.parent.parent), None
         to_run = set(plan.to_run)
         select: Callable[[list[str]], list[str]] | None = lambda ids: [i for i in ids if i in to_run]  # noqa: E731
     else:
@@ -265,17 +280,8 @@ def run(
         failed = _failed_ids(rerun_of) if rerun_of is not None else None
         select = None if not (case_patterns or limit or failed is not None) else (
             lambda ids: select_ids([i for i in ids if failed is None or i in failed], case_patterns, limit))
-    if resume is None:
-        overrides = CliOverrides(
-        timeout=timeout,
-        max_budget=max_budget,
-        parallelism=parallelism,
-        skill_args=skill_args,
-        model=model,
-        subagent_model=subagent_model,
-    )
-    if plan is not None:
-        epochs = int(plan.meta.get("epochs") or 1)
+        overrides = CliOverrides(timeout=timeout, max_budget=max_budget, parallelism=parallelism,
+                                 skill_args=skill_args, model=model, subagent_model=subagent_model)
     checked = checked_eval(eval_yaml, overrides, offline=offline, claude_version=claude_version, warn=_warn,
                            select=select, epochs=epochs)
     if plan is not None:
@@ -288,8 +294,9 @@ def run(
         _execute(loaded, dataset, settings, invocations, offline=offline, runs_dir=runs_dir, run_id=run_id,
                  claude_version=claude_version, rebuild_image=rebuild_image, as_json=as_json, record=record,
                  replay=replay, junit_fail_on_judge=junit_fail_on_judge, shared_dir=shared_dir,
+                 baseline=baseline, fail_on_regression=fail_on_regression,
                  allow_unenforced_network=allow_unenforced_network, exit_first=exit_first,
-                 rerun_of=None if resume is not None else rerun_of, resume=plan, epochs=epochs)
+                 rerun_of=rerun_of, resume=plan, epochs=epochs)
         return
     report = _dry_run_report(loaded, settings, invocations)
     if as_json:
@@ -328,15 +335,52 @@ def _failed_ids(run_dir: Path) -> set[str]:
     return set(failed)
 
 
-def _as_started(meta: dict[str, Any]) -> tuple[Path, bool, str, bool, Path | None, CliOverrides]:
-    """How a run was started (its run.json): a resume runs the rest the same way."""
+def _refuse_on_resume(**options: Any) -> None:
+    """Options that would change the run a resume finishes, named as the user spelt them."""
+    given = [f"--{name.replace('_', '-')}" for name, value in options.items() if value]
+    if given:
+        raise UserError(f"--resume finishes a run as it was started: it takes no {', '.join(given)}",
+                        fix="drop those options (to change them, start a new run)")
+
+
+def _as_started(plan: Any, *, offline: bool, claude_version: str | None, parallelism: int | None,
+                ) -> tuple[Path, bool, str, bool, Path | None, CliOverrides, str | None, int]:
+    """How a run was started (its run.json), which a resume runs the rest with: eval.yaml, offline, run id,
+    record, replay, the overrides (this machine's --parallelism first), Claude Code version, epochs."""
+    meta = plan.meta
     recorded = meta.get("settings")
     settings: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     replay = meta.get("replay_of")
-    return (Path(str(meta.get("config_path"))), bool(meta.get("offline")) and not replay, str(meta.get("run_id")),
-            bool(meta.get("recorded")), Path(replay) if replay else None,
-            CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
-                         parallelism=settings.get("parallelism"), model=settings.get("model")))
+    was_offline = bool(meta.get("offline")) and not replay
+    if offline and not was_offline:
+        raise UserError(f"--resume {plan.run.root}: the run was not started --offline",
+                        fix="drop --offline: a resume uses the model access the run started with")
+    version = meta.get("claude_version")
+    if claude_version and version and claude_version != version:
+        raise UserError(f"--resume {plan.run.root}: the run was started with Claude Code {version}, "
+                        f"not {claude_version}", fix="drop --claude-version")
+    overrides = CliOverrides(timeout=settings.get("timeout_s"), max_budget=settings.get("max_budget_usd"),
+                             parallelism=parallelism or settings.get("parallelism"), model=settings.get("model"),
+                             subagent_model=settings.get("subagent_model"), skill_args=settings.get("skill_args"))
+    return (Path(str(meta.get("config_path"))), was_offline, str(meta.get("run_id")), bool(meta.get("recorded")),
+            Path(replay) if replay else None, overrides, str(version) if version else claude_version,
+            int(meta.get("epochs") or 1))
+
+
+def _baseline_arg(baseline: Path | None, base: Path, *, fail_on_regression: bool, dry_run: bool) -> Path | None:
+    """--baseline RUN_DIR (or `latest`), refused before anything runs when it is not a judged run."""
+    if fail_on_regression and baseline is None:
+        raise UserError("--fail-on-regression needs --baseline", fix="name the run to compare with: --baseline RUN_DIR")
+    if baseline is None:
+        return None
+    from agent_eval_sandbox.rundir.latest import resolve_run_arg
+
+    baseline = resolve_run_arg(baseline, base)
+    if not dry_run:
+        from agent_eval_sandbox.app.compare import check_baseline
+
+        check_baseline(baseline)
+    return baseline
 
 
 def _execute(
@@ -355,6 +399,8 @@ def _execute(
     replay: Path | None = None,
     junit_fail_on_judge: bool = False,
     shared_dir: Path | None = None,
+    baseline: Path | None = None,
+    fail_on_regression: bool = False,
     allow_unenforced_network: bool = False,
     exit_first: bool = False,
     rerun_of: Path | None = None,
@@ -381,20 +427,21 @@ def _execute(
         replay=replay,
         junit_fail_on_judge=junit_fail_on_judge,
         shared_dir=shared_dir,
+        baseline=baseline,
         allow_unenforced_network=allow_unenforced_network,
         exit_first=exit_first,
         rerun_of=rerun_of,
         resume=resume,
         epochs=epochs,
     )
-    console = Console()
-    # soft_wrap: a warning is one line, however narrow the terminal (or none, in CI).
-    err_console = Console(stderr=True, soft_wrap=True)
-    outcome = execute_run(request, err_console=err_console, show_progress=not as_json)
+    console = Console(quiet=verbosity.quiet())
+    outcome = execute_run(request, err_console=verbosity.err_console(), show_progress=not as_json)
     result, score, run_dir = outcome.result, outcome.score, outcome.run_dir.root
     # A replay that strayed from its recording fails, whatever the thresholds say: that is what a replay checks.
     drifted = sorted(case for case, reason in result.end_reasons.items() if reason == "replay_mismatch")
-    exit_code = (score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
+    compared = outcome.comparison
+    exit_code = ((score.exit_code if score is not None else exit_codes.INTERNAL) or (1 if drifted else 0)
+                 or (compared.exit_code(fail_on_regression) if compared is not None else 0))
     if drifted:
         click.echo(f"REPLAY MISMATCH: {len(drifted)} case(s) asked for what their cassette does not hold: "
                    f"{', '.join(drifted[:10])} (see their replay_diff.txt)", err=True)
@@ -403,6 +450,8 @@ def _execute(
                                     "interrupted": result.interrupted}
         if score is not None:
             document["score"] = score.to_json()
+        if compared is not None:
+            document["comparison"] = compared.to_json(fail_on_regression)
         click.echo(json.dumps(document, indent=2, default=str))
         sys.exit(outcome.interrupted_exit or exit_code)
     console.print(status_table(outcome.statuses, title=f"{loaded.config.name} — run {request.run_id}"))
@@ -411,14 +460,28 @@ def _execute(
                   highlight=False, markup=False)
     if outcome.interrupted_exit is not None or score is None:
         click.echo(f"INTERRUPTED: {result.finished} of {result.planned} cases finished; the run was not judged")
+        if verbosity.quiet():
+            sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
         click.echo(f"run directory: {run_dir}")
         click.echo(f"judge what finished with: agent-eval-sandbox score {run_dir}")
         sys.exit(outcome.interrupted_exit or exit_codes.SIGINT)
     _print_score(score)
+    if compared is not None and not verbosity.quiet():
+        for line in _comparison_lines(compared):
+            click.echo(line)
     sys.exit(exit_code)
 
 
+def _comparison_lines(result: Any) -> list[str]:
+    from agent_eval_sandbox.compare.text import comparison_lines
+
+    return [*comparison_lines(result.comparison), f"  comparison: {result.comparison_path}"]
+
+
 def _print_score(score: Any) -> None:
+    if verbosity.quiet():
+        click.echo(score.verdict_line())
+        return
     for warning in score.warnings:
         _warn(warning)
     for line in score.text_lines():
@@ -438,20 +501,25 @@ def _finish_with_score(score: Any, as_json: bool) -> None:
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="eval.yaml to judge with (default: the one the run recorded).")
-@click.option("--samples", type=click.IntRange(min=1), help="Samples per LLM judge (overrides each judge's samples).")
+@click.option("--samples", type=click.IntRange(min=1),
+              help="Samples per LLM and agent judge (overrides each judge's samples).")
 @click.option("--judge-timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds one judge may take on one case.")
-@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True, help="Cases judged at once.")
+@click.option("--parallelism", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Cases judged at once (and agent judge sandboxes at once).")
+@click.option("--offline", is_flag=True,
+              help="Script the judges' models: judge_script.yaml (LLM judges), judge_scripts/ (agent judges).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--junit-fail-on-judge", is_flag=True, help=JUNIT_FAIL_ON_JUDGE_HELP)
 @handle_errors
 def score(run_dir: Path, config_path: Path | None, samples: int | None, judge_timeout: float, parallelism: int,
-          as_json: bool, junit_fail_on_judge: bool) -> None:
+          offline: bool, as_json: bool, junit_fail_on_judge: bool) -> None:
     """Judge a finished run again (without re-running it); rewrite its reports. Exit 1 on a regression."""
     from agent_eval_sandbox.app.score import score_run
 
     result = score_run(_run_arg(run_dir), config_path, samples=samples, judge_timeout_s=judge_timeout,
-                       parallelism=parallelism, echo=None if as_json else (lambda line: click.echo(line, err=True)),
+                       parallelism=parallelism, offline=offline,
+                       echo=None if as_json or verbosity.quiet() else (lambda line: click.echo(line, err=True)),
                        junit_fail_on_judge=junit_fail_on_judge)
     _finish_with_score(result, as_json)
 
@@ -466,6 +534,41 @@ def report(run_dir: Path, as_json: bool, junit_fail_on_judge: bool) -> None:
     from agent_eval_sandbox.report.build import build_reports
 
     _finish_with_score(build_reports(_run_arg(run_dir), junit_fail_on_judge=junit_fail_on_judge), as_json)
+
+
+@cli.command()
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="eval.yaml whose pairwise judge compares the outputs (default: the one RUN_A recorded).")
+@click.option("--offline", is_flag=True,
+              help="Play the pairwise judge's model from pairwise_script.yaml beside eval.yaml: no key, no network.")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
+              help="Significance level of the paired test.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a judge regressed against the baseline.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@handle_errors
+def compare(run_a: Path, run_b: Path, config_path: Path | None, offline: bool, alpha: float,
+            fail_on_regression: bool, as_json: bool) -> None:
+    """Compare RUN_A (the run under test) with RUN_B (its baseline), judge by judge.
+
+    Per-judge deltas (RUN_A - RUN_B) with a paired test over the cases both ran, and the
+    `pairwise` judge when eval.yaml has one. Writes comparison.json into RUN_A and adds the
+    comparison to its report.html. Exit 0; with --fail-on-regression, 1 when a judge regressed.
+    """
+    from agent_eval_sandbox.app.compare import compare_runs, online_endpoint
+    from agent_eval_sandbox.runner.model_access import OfflineModels
+
+    result = compare_runs(
+        run_a, run_b, config_path=config_path, alpha=alpha,
+        endpoint=(lambda loaded: OfflineModels(loaded).pairwise_endpoint()) if offline else online_endpoint,
+        parallelism=1 if offline else 4, echo=None if as_json else (lambda line: click.echo(line, err=True)))
+    if as_json:
+        click.echo(json.dumps(result.to_json(fail_on_regression), indent=2, default=str))
+    else:
+        for line in _comparison_lines(result):
+            click.echo(line)
+    sys.exit(result.exit_code(fail_on_regression))
 
 
 @cli.command("compile-handlers")
@@ -513,19 +616,17 @@ def image_bootstrap_base(suite: str, mirror: str | None) -> None:
 @click.option("--controller", is_flag=True,
               help="Build the controller image (the top-level Dockerfile of this checkout) instead.")
 @click.option("--tag", help="With --controller: the image's tag (default agent-eval-sandbox-controller:VERSION).")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the image's ref.")
 @handle_errors
 def image_build(base_image: str | None, claude_version: str | None, prebuilt: str | None, rebuild: bool,
-                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None,
-                quiet: bool) -> None:
+                runtime: str | None, bootstrap_missing_base: bool, controller: bool, tag: str | None) -> None:
     """Build the sandbox image, unless one of the same inputs exists already (or, with --controller, the
-    controller image)."""
-    from rich.console import Console
-
+    controller image). With -q, print only the image's ref."""
+    quiet = verbosity.quiet()
     if controller:
         from agent_eval_sandbox.sandbox.controller_image import build_controller_image
 
-        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild, console=Console(stderr=True))
+        built = build_controller_image(base_image=base_image, tag=tag, no_cache=rebuild,
+                                       console=verbosity.err_console())
         click.echo(built.ref if quiet else f"built {built.ref} from {built.base}")
         return
     if tag:
@@ -542,7 +643,7 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                              claude_version=claude_version or DEFAULT_CLAUDE_VERSION,
                              exec_only=exec_only_binaries(runtime))
     result = ensure_sandbox_image(settings, rebuild=rebuild, bootstrap_missing_base=bootstrap_missing_base,
-                                  console=Console(stderr=True))
+                                  console=verbosity.err_console())
     if quiet:
         click.echo(result.ref)
     else:
@@ -726,3 +827,6 @@ def main() -> None:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     cli(prog_name="agent-eval-sandbox")
+
+
+verbosity.add_options(cli)  # last: every command is defined by now

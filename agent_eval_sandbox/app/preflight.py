@@ -138,6 +138,7 @@ def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: 
         if path is not None and path.is_file():
             _check_script(path, f"{path.name} beside {loaded.path.name}", result)
             checked += 1
+    checked += _check_agent_judge_scripts(loaded, invocations, result, claude_version=claude_version)
     result.checked.append(f"offline scripts: {checked} parsed")
     if missing:
         more = f" (+{len(missing) - 5})" if len(missing) > 5 else ""
@@ -147,3 +148,30 @@ def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: 
     if llm_judges and not scripts.judge_script_path(loaded.root).is_file():
         result.warnings.append(f"--offline: no {scripts.JUDGE_SCRIPT} beside {loaded.path.name}: the LLM judges "
                                f"({', '.join(llm_judges)}) get an error instead of a verdict")
+
+
+def _check_agent_judge_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: Preflight, *,
+                               claude_version: str) -> int:
+    """The script of every agent judge sample on every case (judge_scripts/), each file parsed once; a
+    sample with none is a warning (offline, it becomes that judge's error on that case)."""
+    judges = [j for j in loaded.config.judges if j.agent is not None]
+    parsed: set[Path] = set()
+    unplayed: list[str] = []
+    for invocation in invocations:
+        for case in invocation.cases:
+            for judge in judges:
+                for sample in range(1, max(1, judge.samples) + 1):
+                    path = scripts.judge_agent_script_path(case.dir, loaded.root, judge.name, sample)
+                    if path is None:
+                        unplayed.append(f"{judge.name} on {case.id}" + (f" (sample {sample})" if sample > 1 else ""))
+                    elif path not in parsed:
+                        label = f"agent judge '{judge.name}'"
+                        script = _check_script(path, label, result)
+                        if claude_version == MEASURED_VERSION:  # its agent is the real CLI too
+                            result.warnings += unknown_tool_warnings(script, label)
+                        parsed.add(path)
+    if unplayed:
+        more = f" (+{len(unplayed) - 5})" if len(unplayed) > 5 else ""
+        result.warnings.append(f"--offline: no {scripts.JUDGE_AGENT_SCRIPTS}/<judge>.yaml plays agent judge "
+                               f"{', '.join(unplayed[:5])}{more}: that judge errors on that case")
+    return len(parsed)

@@ -2,7 +2,8 @@
 
     plan (cli) → image → run directory → stage the project → before_all
       → every case through runner/case.py, `parallelism` at once (runner/schedule.py)
-      → run_result.json → before_scoring → judges and reports (app/score.py) → after_all
+      → run_result.json → before_scoring → judges and reports (app/score.py)
+      → with --baseline, the comparison (app/compare.py) → after_all
 
 Ctrl-C or SIGTERM once the run directory exists removes the run's sandboxes
 (sandbox/teardown.py); whatever had finished is recorded — run_result.json with
@@ -13,6 +14,7 @@ exits 130/143.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -24,6 +26,8 @@ from pathlib import Path
 from rich.console import Console
 
 from agent_eval_sandbox import __version__
+from agent_eval_sandbox.app.agent_judging import JudgeSandboxes
+from agent_eval_sandbox.app.compare import CompareResult, compare_runs
 from agent_eval_sandbox.app.rerun import ResumePlan, fingerprint
 from agent_eval_sandbox.app.score import score_run
 from agent_eval_sandbox.config.dataset import Dataset
@@ -45,7 +49,7 @@ from agent_eval_sandbox.runner.answer_key import answer_key, left_out_line
 from agent_eval_sandbox.runner.case import INTERRUPTED
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.display import ProgressDisplay
-from agent_eval_sandbox.runner.model_access import ModelAccess, model_access
+from agent_eval_sandbox.runner.model_access import model_access
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.repo_history import commit_snapshot, project_files
 from agent_eval_sandbox.runner.schedule import Scheduled, run_cases
@@ -66,6 +70,8 @@ from agent_eval_sandbox.sandbox.image import (
 from agent_eval_sandbox.sandbox.registry import backend_for
 from agent_eval_sandbox.sandbox.teardown import run_scope
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class RunRequest:
@@ -80,6 +86,7 @@ class RunRequest:
     rebuild_image: bool = False
     record: bool = False  # each case's gateway channel writes its cassette
     replay: Path | None = None  # a recorded run whose cassettes play the agent's model
+    baseline: Path | None = None  # a judged run to compare this one with, once judged (app/compare.py)
     junit_fail_on_judge: bool = False
     exit_first: bool = False  # -x: no case starts after one that did not complete
     rerun_of: Path | None = None  # --rerun-failed: the run whose failures this one runs again
@@ -98,6 +105,7 @@ class RunOutcome:
     statuses: list[CaseStatus] = field(default_factory=list)
     score: ScoreResult | None = None  # None when interrupted: the cases ran, judging did not
     interrupted_exit: int | None = None  # 130/143 when Ctrl-C/SIGTERM stopped the cases
+    comparison: CompareResult | None = None  # with a baseline, once judged
 
 
 # Makes the image the sandboxes run: (the `sandbox:` image settings, rebuild, console) -> the image.
@@ -133,11 +141,16 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     backend, host = _backend(request, err_console, backend)
     if image_step is None:
         image_step = registry_image if config.sandbox.backend == "kubernetes" else docker_image
+    # What happens before the first case can take minutes (a first image build): it is said as it starts.
+    log.info("sandbox image: checking (Claude Code %s)%s", claude_version, ", rebuilding" if request.rebuild_image
+             else "")
     image = image_step(
         ImageSettings(image=config.sandbox.image, base_image=config.sandbox.base_image, claude_version=claude_version,
                       exec_only=exec_only_binaries(config.sandbox.runtime)),
         request.rebuild_image, err_console,
     )
+    log.info("sandbox image: %s (%s)", image.ref, "built now" if image.built else "ready")
+    log.info("checking that the sandboxes can mount the run's files in %s", host.root)
     backend.check_host_paths(host, image.ref)
     started = time.time()
     run_dir = _open_run_dir(request, image.ref, claude_version, started)
@@ -152,10 +165,15 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     result: RunResult | None = None
     scheduled = Scheduled([])
     cancelled = threading.Event()  # set by Ctrl-C/SIGTERM before anything else: no case starts after it
+    score: ScoreResult | None = None
+    comparison: CompareResult | None = None
     try:
         # From here on Ctrl-C/SIGTERM removes the run's sandboxes and is recorded, whatever step it stops.
         with run_scope(backend, request.run_id, cancelled):
+            log.info("staging the project for the sandboxes (without the answer key)")
             resources, repo_copy = _stage_project(request, staging, handlers, environ, warn)
+            log.info("running %d case(s), %d at once; results in %s", len(request.invocations),
+                     settings.parallelism, run_dir.root)
             with hooks.around_run(config.hooks) as before_all:
                 ctx = RunContext(
                     loaded=loaded, settings=settings, run_dir=run_dir, run_id=request.run_id, backend=backend,
@@ -168,7 +186,10 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
                     scheduled = run_cases(ctx, request.invocations, statuses, exit_first=request.exit_first)
                 _write_hook_outputs(run_dir, before_all.outputs, [*_kept_ids(request), *request.invocations])
                 result = _record(request, run_dir, scheduled, claude_version, started)
-                score = None if scheduled.interrupted_by else _score(request, run_dir, hooks, models, err_console)
+                if not scheduled.interrupted_by:
+                    sandboxes = JudgeSandboxes(backend=backend, host=host, image_ref=image.ref, models=models,
+                                               parallelism=settings.judge_sandboxes)
+                    score, comparison = _score(request, run_dir, hooks, sandboxes, err_console)
     except (KeyboardInterrupt, SystemExit) as exc:
         if result is None:  # stopped before the cases were recorded (staging, before_all): record that
             _record(request, run_dir, Scheduled(scheduled.outcomes, exc), claude_version, started)
@@ -178,7 +199,7 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
         models.close()
         shutil.rmtree(staging, ignore_errors=True)
     return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score,
-                      interrupted_exit=scheduled.exit_code)
+                      interrupted_exit=scheduled.exit_code, comparison=comparison)
 
 
 def _record(request: RunRequest, run_dir: RunDir, scheduled: Scheduled, claude_version: str,
@@ -239,6 +260,8 @@ def _backend(request: RunRequest, err_console: Console,
     sandbox = request.loaded.config.sandbox
     backend = given if given is not None else backend_for(
         sandbox, allow_unenforced_network=request.allow_unenforced_network, warn=_warner(err_console))
+    log.debug("sandbox backend: %s%s", request.loaded.config.sandbox.backend,
+             f", runtime {sandbox.runtime}" if sandbox.runtime else "")
     host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
@@ -272,6 +295,9 @@ def _run_meta(request: RunRequest, image: str, claude_version: str, started: flo
             "max_budget_usd": settings.max_budget_usd,
             "parallelism": settings.parallelism,
             "model": settings.model,
+            "subagent_model": settings.subagent_model,
+            # what --skill-args replaced the eval's template with; a resume passes it again
+            "skill_args": settings.template if settings.template_source == "--skill-args" else None,
         },
         "started_at": started,
     }
@@ -314,21 +340,42 @@ def _write_hook_outputs(run_dir: RunDir, before_all: HookOutputs, invocations: l
     write_hook_outputs(run_dir.hook_outputs, {"before_all": dict(before_all.data), "cases": cases})
 
 
-def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, models: ModelAccess,
-           err_console: Console) -> ScoreResult:
-    """before_scoring hooks, the judges, before_report hooks, the reports."""
+def _score(request: RunRequest, run_dir: RunDir, hooks: HookRunner, sandboxes: JudgeSandboxes,
+           err_console: Console) -> tuple[ScoreResult, CompareResult | None]:
+    """before_scoring hooks, the judges (agent judges in the run's backend, on its image and models), the
+    comparison with the baseline, before_report hooks, the reports."""
     config = request.loaded.config
+    models = sandboxes.models
+    assert models is not None
+
+    def echo(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False)
+
     hooks.run(Phase.BEFORE_SCORING, config.hooks.before_scoring)
     with models.judge_endpoint() as endpoint:
         score = score_run(run_dir.root, request.loaded.path, endpoint=endpoint, parallelism=models.judge_parallelism,
-                          echo=lambda line: err_console.print(line, highlight=False, markup=False),
+                          offline=models.offline, sandboxes=sandboxes, echo=echo,
                           junit_fail_on_judge=request.junit_fail_on_judge)
+    comparison = None
+    if request.baseline is not None:
+        comparison = compare_runs(run_dir.root, request.baseline, config_path=request.loaded.path,
+                                  endpoint=lambda _loaded: models.pairwise_endpoint(),
+                                  parallelism=models.judge_parallelism, echo=echo,
+                                  junit_fail_on_judge=request.junit_fail_on_judge)
+        score = comparison.score
     if config.hooks.before_report:
         hooks.run_safe(Phase.BEFORE_REPORT, config.hooks.before_report)
         score = build_reports(run_dir.root, junit_fail_on_judge=request.junit_fail_on_judge)
     if request.epochs > 1:
         _aggregate_epochs(run_dir, request.epochs, err_console)
-    return score
+    if config.mlflow is not None:
+        from agent_eval_sandbox.report.mlflow_log import log_run, tracking_uri
+
+        log.info("logging the run to MLflow at %s", tracking_uri(config.mlflow, os.environ))
+        logged = log_run(run_dir, config.mlflow, eval_name=config.name, environ=os.environ, warn=_warner(err_console))
+        if logged:
+            log.info("MLflow run %s", logged)
+    return score, comparison
 
 
 def _aggregate_epochs(run_dir: RunDir, epochs: int, err_console: Console) -> None:

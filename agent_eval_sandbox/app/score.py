@@ -5,11 +5,14 @@ it builds the `outputs` record once (judges/record.py), then asks each judge
 (judges/kinds.py) for its verdict. Whatever one judge does on one case —
 raise, hang, crash, answer nonsense — becomes that case's error for that
 judge, never the run's. A case whose agent never ran is not judged at all:
-every judge's result says so and counts as failing (judges/standing.py).
+every judge's result says so and counts as failing (judges/standing.py); no
+agent judge's sandbox starts for it. Agent judges are planned per case and
+run last, in sandboxes of their own (app/agent_judging.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -18,12 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent_eval_sandbox.app.agent_judging import JudgeSandboxes, Planned, judge_planned, plan_case
 from agent_eval_sandbox.app.validate import load_checked
 from agent_eval_sandbox.config.loader import LoadedConfig
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.host_env import untrusted_free_env
-from agent_eval_sandbox.judges.kinds import Judge, JudgeServices, JudgeSetup, make_judge
+from agent_eval_sandbox.judges.kinds import AgentJudge, Judge, JudgeServices, JudgeSetup, make_judge
 from agent_eval_sandbox.judges.llm import ModelJudge
 from agent_eval_sandbox.judges.record import CaseFiles, build_record, read_case_files
 from agent_eval_sandbox.judges.results import CaseResult, Sample
@@ -31,11 +35,12 @@ from agent_eval_sandbox.judges.standing import not_run_reason, standing
 from agent_eval_sandbox.judges.steps import by_step, step_files, step_not_run_reason
 from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
 from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy
-from agent_eval_sandbox.report.build import ScoreResult, run_cost, write_reports
+from agent_eval_sandbox.report.build import ScoreResult, finish_summary, run_cost, write_reports
 from agent_eval_sandbox.report.summary import compute_run_metrics, read_cases, summarize
 from agent_eval_sandbox.rundir.layout import CaseDir
 from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
+from agent_eval_sandbox.runner.model_access import OfflineModels
 
 DEFAULT_JUDGE_TIMEOUT_S = 60.0
 DEFAULT_PARALLELISM = 4
@@ -55,17 +60,36 @@ def judge_case(judges: list[Judge], record: dict[str, Any],
     return results, off_scale
 
 
+ScoreGroup = Callable[[list[Judge], dict[str, Any]], tuple[dict[str, CaseResult], list[tuple[str, Sample]]]]
+
+
+def group_scorer(services: JudgeServices, case_id: str, case_dir: Path, planned: Planned,
+                 lock: threading.Lock) -> ScoreGroup:
+    """Judges of one case on a record: the in-process ones now, the agent judges planned (their
+    samples run in sandboxes of their own once every case is through)."""
+    def score_group(group: list[Judge], record: dict[str, Any]
+                    ) -> tuple[dict[str, CaseResult], list[tuple[str, Sample]]]:
+        found, rejected = judge_case([j for j in group if not isinstance(j, AgentJudge)], record, services)
+        settled, case_plan = plan_case([j for j in group if isinstance(j, AgentJudge)], record, case_id, case_dir)
+        with lock:
+            planned.extend(case_plan)
+        return {**found, **settled}, rejected
+
+    return score_group
+
+
 def judge_case_and_steps(judges: list[Judge], scopes: dict[str, str | None], files: CaseFiles,
                          outcome: CaseOutcome | None, config: EvalConfig,
-                         services: JudgeServices) -> tuple[dict[str, CaseResult], list[tuple[str, Sample]]]:
-    """Whole-case judges on the case's record; each step's judges on the step's own (judges/steps.py)."""
+                         score_group: ScoreGroup) -> tuple[dict[str, CaseResult], list[tuple[str, Sample]]]:
+    """Whole-case judges on the case's record; each step's judges on the step's own (judges/steps.py).
+    `score_group` judges a group on a record: the results it settled (an agent judge's come later)."""
     groups = by_step([(j.name, scopes.get(j.name)) for j in judges])
     results: dict[str, CaseResult] = {}
     off_scale: list[tuple[str, Sample]] = []
     for step_id, names in groups.items():
         group = [j for j in judges if j.name in names]
         if step_id is None:
-            found, rejected = judge_case(group, build_record(files, config.outputs, config.traces), services)
+            found, rejected = score_group(group, build_record(files, config.outputs, config.traces))
             results.update(marked(found, outcome))
             off_scale += rejected
             continue
@@ -76,12 +100,12 @@ def judge_case_and_steps(judges: list[Judge], scopes: dict[str, str | None], fil
             results.update({j.name: CaseResult.not_run(j.judge_type, end_reason, reason) for j in group})
             continue
         record = build_record(step_files(files, step, CaseDir(files.case_dir)), config.outputs, config.traces)
-        found, rejected = judge_case(group, record, services)
+        found, rejected = score_group(group, record)
         if not step.completed:
             found = {name: result.marked_incomplete(step.end_reason) for name, result in found.items()}
         results.update(found)
         off_scale += rejected
-    return {j.name: results[j.name] for j in judges}, off_scale
+    return {j.name: results[j.name] for j in judges if j.name in results}, off_scale
 
 
 def not_judged(judges: list[Judge], outcome: CaseOutcome | None) -> dict[str, CaseResult]:
@@ -122,15 +146,19 @@ def score_run(
     echo: Echo | None = None,
     retry: RetryPolicy | None = None,
     endpoint: ModelEndpoint | None = None,
+    offline: bool = False,
+    sandboxes: JudgeSandboxes | None = None,
     junit_fail_on_judge: bool = False,
 ) -> ScoreResult:
     """Judge a finished run (again) and write summary.yaml/json, report.html and junit.xml.
 
     The config is `config_path`, else the eval.yaml recorded in run.json;
-    `samples` overrides every LLM judge's `samples`; `junit_fail_on_judge` makes a failing
-    verdict of a judge without a threshold a junit failure. Raises RunDirError for a
-    directory that is not a run, ConfigError for a bad eval.yaml; judge
-    failures never raise.
+    `samples` overrides every LLM and agent judge's `samples`; `offline` scripts the judges'
+    models (judge_script.yaml, judge_scripts/) where `endpoint` and `sandboxes` do not say
+    otherwise; `sandboxes` is what agent judges run with (default: made here, `parallelism`
+    at once); `junit_fail_on_judge` makes a failing verdict of a judge without a threshold a
+    junit failure. Raises RunDirError for a directory that is not a run, ConfigError for a
+    bad eval.yaml; judge failures never raise.
     """
     run = open_finished_run(run_dir)
     loaded = _config_for(run, config_path)
@@ -141,6 +169,7 @@ def score_run(
     setup = JudgeSetup(loaded, os.environ, samples)
     judges = [make_judge(j, setup) for j in config.scored_judges]
     scopes = {j.name: j.step for j in config.scored_judges}
+    planned: Planned = []
     case_ids = run.case_ids
     say(f"Judging {len(case_ids)} cases with {len(judges)} judges: {', '.join(j.name for j in judges) or 'none'}")
 
@@ -158,7 +187,8 @@ def score_run(
             try:
                 files = read_case_files(run, case_id, loaded)
                 problems = files.problems
-                results, off_scale = judge_case_and_steps(judges, scopes, files, outcome, config, services)
+                scorer = group_scorer(services, case_id, files.case_dir, planned, lock)
+                results, off_scale = judge_case_and_steps(judges, scopes, files, outcome, config, scorer)
             except OSError as exc:  # e.g. a directory we may not read: the case errors, the run goes on
                 reason = f"the case's files could not be read: {exc}"
                 results = marked({j.name: CaseResult.errored(j.judge_type, reason) for j in judges}, outcome)
@@ -172,7 +202,10 @@ def score_run(
 
     # Judge code runs from the project root (cwd and sys.path), over the run's files as data:
     # nothing of the run directory may be where the worker looks for code.
-    with WorkerPool(loaded.root, env=untrusted_free_env(os.environ, [run.root])) as pool:
+    with contextlib.ExitStack() as stack:
+        if endpoint is None and offline:
+            endpoint = stack.enter_context(OfflineModels(loaded).judge_endpoint())
+        pool = stack.enter_context(WorkerPool(loaded.root, env=untrusted_free_env(os.environ, [run.root])))
         services = JudgeServices(pool=pool, models=ModelJudge(retry, endpoint=endpoint), timeout_s=judge_timeout_s)
         executor = ThreadPoolExecutor(max_workers=max(1, parallelism))
         try:
@@ -181,6 +214,18 @@ def score_run(
         finally:
             # On Ctrl-C, do not wait out running judges: closing the pool kills their workers.
             executor.shutdown(wait=False, cancel_futures=True)
+
+    if planned:
+        lent = sandboxes or JudgeSandboxes(parallelism=parallelism)
+        for (case_id, name), (result, agent_samples) in judge_planned(planned, loaded, run, lent, offline=offline,
+                                                                      say=say).items():
+            per_case[case_id].update(marked({name: result}, run.outcome(case_id)))
+            for sample in agent_samples:
+                if sample.off_scale:
+                    say(f"  WARNING: {case_id}: judge '{name}' {sample.error}")
+    # Every case's results in the order of the judges.
+    per_case = {case_id: {j.name: per_case[case_id][j.name] for j in judges if j.name in per_case[case_id]}
+                for case_id in per_case}
 
     summary = summarize(
         run_id=run.run_id,
@@ -196,5 +241,6 @@ def score_run(
         offline=run.meta.get("offline") is True,
         cost_usd=run_cost(run),
     )
+    summary, problems = finish_summary(run, summary, config.reward)
     reports = write_reports(run, summary, junit_fail_on_judge=junit_fail_on_judge)
-    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=warnings)
+    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=[*warnings, *problems])

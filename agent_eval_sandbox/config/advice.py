@@ -88,13 +88,9 @@ def _judge_warnings(judge: JudgeConfig, config: EvalConfig, index: int) -> list[
     """What one judge declares that will be skipped, ignored or scored differently than it may seem."""
     kind = judge.kind
     if judge.name == PAIRWISE:
-        return ["judge 'pairwise' (A/B comparison) is not implemented; ignored"]
+        return []  # not scored per case: it judges a run against its baseline (compare/pairwise.py)
     warnings: list[str] = []
     if kind == "agent":
-        warnings.append(
-            f"judge '{judge.name}' uses 'agent' (tool-using agent judges), which is not "
-            "implemented; it will be skipped"
-        )
         warnings += _agent_warnings(judge, config, index)
     elif kind == "skip":
         warnings.append(f"judge '{judge.name}' sets none of builtin/check/prompt/"
@@ -170,8 +166,7 @@ def _reward_warnings(config: EvalConfig) -> list[str]:
     reward = config.reward
     if reward is None:
         return []
-    warnings = ["'reward' (RL reward composition) is validated, but agent-eval-sandbox does not compute "
-                "the reward yet"]
+    warnings: list[str] = []
     judges = {j.name: j for j in config.scored_judges}
     if reward.normalize and reward.mode != "judge":
         warnings.append("reward.normalize only applies with reward.judge; ignored in formula mode")

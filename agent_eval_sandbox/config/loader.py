@@ -20,7 +20,6 @@ from agent_eval_sandbox.config.yaml_reader import read_yaml_mapping
 # by the path of their parent: key -> what the reference uses it for.
 NOT_IMPLEMENTED: dict[tuple[str, ...], dict[str, str]] = {
     (): {
-        "mlflow": "experiment tracking",
         "matrix": "matrix runs",
     },
 }

@@ -1015,6 +1015,20 @@ class SandboxConfig(Model):
 # --- the whole file -----------------------------------------------------------------------
 
 
+class MlflowConfig(Model):
+    """`mlflow:` — its presence turns tracking on (report/mlflow_log.py)."""
+
+    experiment: str = ""  # empty: the eval's name
+    tracking_uri: str | None = None  # unset: $MLFLOW_TRACKING_URI, else http://127.0.0.1:5000
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_as_text(cls, value: Any) -> Any:
+        # YAML makes `suite: 1` a number; MLflow tags are text.
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else _none_is_empty_map(value)
+
+
 class EvalConfig(Model):
     name: str = ""
     description: str = ""
@@ -1034,6 +1048,7 @@ class EvalConfig(Model):
         default_factory=dict)
     reward: RewardConfig | None = None
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    mlflow: MlflowConfig | None = None  # present (even empty): runs are logged to MLflow
 
     @field_validator(
         "execution", "runner", "models", "permissions", "dataset", "inputs", "traces", "hooks", "sandbox",

@@ -39,7 +39,7 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "reward": "One scalar per case for RL, from the judges' results.",
         "generation": "How cases are generated (reference feature; not run by agent-eval-sandbox).",
         "sandbox": "agent-eval-sandbox's own block: the container each case runs in and its limits.",
-        "mlflow": "Experiment tracking (reference key; accepted, not implemented here).",
+        "mlflow": "Experiment tracking: when present, each judged run is logged to MLflow (extra [mlflow]).",
         "matrix": "Matrix runs (reference key; accepted, not implemented here).",
     },
     "ExecutionConfig": {
@@ -84,6 +84,12 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "min_pass_rate": "The share of cases the judge passes must reach this (0 to 1).",
         "min_win_rate": "Pairwise: the share of wins must reach this.",
         "max_error_rate": "The share of cases where the judge erred must stay under this.",
+    },
+    "MlflowConfig": {
+        "experiment": "The MLflow experiment runs and traces are logged under (default: the eval's name).",
+        "tracking_uri": "Where to log (default: $MLFLOW_TRACKING_URI, else http://127.0.0.1:5000); "
+                        "sqlite:///mlflow.db needs no server.",
+        "tags": "Tags set on every MLflow run of this eval.",
     },
     "SandboxConfig": {
         "image": "A prebuilt sandbox image to use as is.",

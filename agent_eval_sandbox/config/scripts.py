@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent_eval_sandbox.rundir.layout import judge_file_name
+
 # What the model answers: in a case's directory; in batch mode, the dataset directory's.
 MODEL_SCRIPT = "model_script.yaml"
 # The AskUserQuestion model tier: the case's, else the one beside eval.yaml.
 HOOK_SCRIPT = "hook_script.yaml"
 # The LLM judges: beside eval.yaml, consumed one request at a time in case order.
 JUDGE_SCRIPT = "judge_script.yaml"
-ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT})
+# The pairwise judge of a baseline comparison: beside eval.yaml, consumed one request at a time,
+# two per case (the run shown first, then the baseline), in case order.
+PAIRWISE_SCRIPT = "pairwise_script.yaml"
+# An agent judge's own agent, one conversation per sample: judge_scripts/<judge>.yaml (every
+# sample) or judge_scripts/<judge>.<n>.yaml (sample n), in the case's directory, else beside eval.yaml.
+JUDGE_AGENT_SCRIPTS = "judge_scripts"
+ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT, PAIRWISE_SCRIPT, JUDGE_AGENT_SCRIPTS})
 # A pipeline's step may have a script of its own in the case's directory: model_script.<step-id>.yaml.
 STEP_SCRIPT_PREFIX, STEP_SCRIPT_SUFFIX = "model_script.", ".yaml"
 
@@ -39,3 +47,19 @@ def hook_script_path(case_dir: Path | None, eval_dir: Path) -> Path | None:
 
 def judge_script_path(eval_dir: Path) -> Path:
     return eval_dir / JUDGE_SCRIPT
+
+
+def pairwise_script_path(eval_dir: Path) -> Path:
+    return eval_dir / PAIRWISE_SCRIPT
+
+
+def judge_agent_script_candidates(case_dir: Path | None, eval_dir: Path, judge: str, sample: int) -> list[Path]:
+    """Where the script of an agent judge's sample is looked for, in order: the sample's own, then the
+    judge's, in the case's directory, then beside eval.yaml."""
+    name = judge_file_name(judge)
+    dirs = ([case_dir] if case_dir is not None else []) + [eval_dir]
+    return [d / JUDGE_AGENT_SCRIPTS / f"{name}{suffix}.yaml" for d in dirs for suffix in (f".{sample}", "")]
+
+
+def judge_agent_script_path(case_dir: Path | None, eval_dir: Path, judge: str, sample: int) -> Path | None:
+    return next((p for p in judge_agent_script_candidates(case_dir, eval_dir, judge, sample) if p.is_file()), None)

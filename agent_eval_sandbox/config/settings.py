@@ -40,6 +40,8 @@ class RunSettings:
     subagent_model: str | None
     template: str  # execution.arguments (skill mode) or execution.prompt (prompt mode)
     template_source: str = "execution.arguments"  # where `template` came from, for error messages
+    # Agent judges' sandboxes at once: the parallelism asked for, without the caps that apply to cases.
+    judge_sandboxes: int = 1
 
 
 def _first_set(*values: T | None, default: T) -> T:
@@ -55,6 +57,7 @@ def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: in
     timeout = _first_set(cli.timeout, execution.timeout, default=DEFAULT_TIMEOUT_S)
     budget = _first_set(cli.max_budget, execution.max_budget_usd, default=DEFAULT_MAX_BUDGET_USD)
     parallelism = _first_set(cli.parallelism, execution.parallelism, default=DEFAULT_PARALLELISM)
+    judge_sandboxes = max(1, parallelism)
     if config.is_batch or config.is_repo_mode:
         # One invocation (batch) or one shared checkout (repo): nothing may run side by side.
         parallelism = min(parallelism, 1)
@@ -74,6 +77,7 @@ def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: in
         subagent_model=subagent,
         template=template,
         template_source=source,
+        judge_sandboxes=judge_sandboxes,
     )
 
 

@@ -6,21 +6,32 @@
 A kind turns its `judges[]` entry into something that scores one case's
 `outputs` record: python judge code (check snippets, module/function, python
 builtins) runs in the worker processes under a time limit; LLM judges (prompts
-and `.md` builtins) call the judge model. What every kind shares — the `if`
-condition, a judge that cannot run on any case — is `Judge.score`'s, before
-the kind's own `_score`. Whatever a judge does on a case becomes a result,
-never an exception.
+and `.md` builtins) call the judge model; agent judges run `claude -p` in
+sandboxes of their own, planned here (`AgentJudge.jobs`) and run by
+app/agent_judging.py. What every
+kind shares — the `if` condition, a judge that cannot run on any case — is
+`Judge.precheck`, before the kind's own `_score`. Whatever a judge does on a
+case becomes a result, never an exception.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from agent_eval_sandbox.config.loader import LoadedConfig
-from agent_eval_sandbox.config.models import JudgeConfig
+from agent_eval_sandbox.config.models import DEFAULT_AGENT_JUDGE_TIMEOUT_S, IMPLEMENTED_RUNNER_TYPES, JudgeConfig
+from agent_eval_sandbox.judges.agent import (
+    AgentJudgeJob,
+    AgentRunOutput,
+    context_names,
+    contract,
+    select_inputs,
+    verdict_of,
+)
 from agent_eval_sandbox.judges.aggregate import reduce_samples
 from agent_eval_sandbox.judges.condition import ConditionError, evaluate_condition
 from agent_eval_sandbox.judges.llm import ModelJudge
@@ -80,6 +91,16 @@ class Judge(ABC):
 
     def score(self, record: dict[str, Any], outputs_json: bytes, services: JudgeServices) -> Outcome:
         """This judge's verdict on one case; never raises."""
+        early = self.precheck(record)
+        if early is not None:
+            return early
+        try:
+            return self._score(record, outputs_json, services)
+        except Exception as exc:  # a bug of ours must still cost only this judge on this case
+            return CaseResult.errored(self.judge_type, f"internal error while judging: {type(exc).__name__}: {exc}"), []
+
+    def precheck(self, record: dict[str, Any]) -> Outcome | None:
+        """The outcome before the kind's own work: skipped by `if`, or the judge cannot run; else None."""
         condition = self.config.if_
         if condition is not None:
             try:
@@ -90,10 +111,7 @@ class Judge(ABC):
                 return CaseResult.skipped(self.judge_type, f"Skipped: condition '{condition}' is false"), []
         if self.broken:
             return CaseResult.errored(self.judge_type, self.broken), []
-        try:
-            return self._score(record, outputs_json, services)
-        except Exception as exc:  # a bug of ours must still cost only this judge on this case
-            return CaseResult.errored(self.judge_type, f"internal error while judging: {type(exc).__name__}: {exc}"), []
+        return None
 
     @abstractmethod
     def _score(self, record: dict[str, Any], outputs_json: bytes, services: JudgeServices) -> Outcome: ...
@@ -157,6 +175,63 @@ class LlmJudge(Judge):
         return reduce_samples(self.judge_type, samples), samples
 
 
+class AgentJudge(Judge):
+    """An LLM judge with an `agent:` block: `claude -p` in a sandbox of its own, `samples` times, reduced.
+
+    Scoring a run plans every case's samples first (`jobs`) and runs them side by side
+    (app/agent_judging.py); `_score` is the same, one sample after the other.
+    """
+
+    kind = "agent"
+
+    def __init__(self, config: JudgeConfig, setup: JudgeSetup, template: str, scale: Scale) -> None:
+        super().__init__(config)
+        agent = config.agent
+        assert agent is not None
+        eval_config = setup.loaded.config
+        self.template = template
+        self.scale = scale
+        self.samples = max(1, setup.samples if setup.samples is not None else config.samples)
+        self.model = resolve_judge_model(config, eval_config, setup.environ)
+        self.timeout_s = float(agent.timeout or eval_config.execution.timeout or DEFAULT_AGENT_JUDGE_TIMEOUT_S)
+        self.inputs = select_inputs(eval_config.outputs, agent.inputs)
+        self.context = tuple(setup.loaded.paths.project_file(entry) for entry in agent.context)
+        if self.model is None:
+            self.broken = missing_model_message(config.name)
+        elif agent.runner.type not in IMPLEMENTED_RUNNER_TYPES:
+            self.broken = (f"agent.runner.type '{agent.runner.type}' is not implemented: agent judges run "
+                           f"{', '.join(sorted(IMPLEMENTED_RUNNER_TYPES))} in their sandbox")
+
+    def jobs(self, record: dict[str, Any], case_id: str, case_dir: Path) -> list[AgentJudgeJob] | Outcome:
+        """One job per sample, or the case's outcome when there is nothing to run (after `precheck`)."""
+        agent = self.config.agent
+        assert agent is not None and self.model is not None
+        try:
+            instructions = render_prompt(self.template, record, self.config.arguments)
+        except PromptRenderError as exc:
+            return CaseResult.errored(self.judge_type, str(exc)), []
+        context = tuple(path for path in self.context if path.exists())
+        prompt = instructions + contract(self.scale, self.inputs, context_names(context))
+        return [
+            AgentJudgeJob(
+                judge=self.name, case_id=case_id, case_dir=case_dir, sample=sample, samples=self.samples,
+                prompt=prompt, model=self.model, inputs=self.inputs, context=context,
+                allowed_tools=tuple(agent.allowed_tools), timeout_s=self.timeout_s, budget_usd=agent.max_budget_usd,
+                runner=agent.runner,
+            )
+            for sample in range(1, self.samples + 1)
+        ]
+
+    def conclude(self, runs: Sequence[AgentRunOutput]) -> Outcome:
+        """The case's result from what its samples left: median or majority, as for LLM judges."""
+        samples = [verdict_of(run, self.scale) for run in runs]
+        return reduce_samples(self.judge_type, samples), samples
+
+    def _score(self, record: dict[str, Any], outputs_json: bytes, services: JudgeServices) -> Outcome:
+        # Never called by score_run, which plans agent judges (`jobs`) and runs them in sandboxes.
+        return CaseResult.errored(self.judge_type, "an agent judge runs in a sandbox of its own, not in-process"), []
+
+
 class BrokenJudge(Judge):
     """A judge whose configuration cannot work (an unknown builtin, a missing prompt file)."""
 
@@ -199,7 +274,11 @@ def _llm(config: JudgeConfig, setup: JudgeSetup) -> Judge:
 
 
 def _agent(config: JudgeConfig, setup: JudgeSetup) -> Judge:
-    return UnavailableJudge(config, "agent judges (tool-using) are not implemented by agent-eval-sandbox")
+    try:
+        template = compile_prompt(config, setup.loaded.paths, agent=True)
+    except JudgePromptError as exc:
+        return BrokenJudge(config, exc.render())
+    return AgentJudge(config, setup, template, scale_for(config))
 
 
 def _skip(config: JudgeConfig, setup: JudgeSetup) -> Judge:

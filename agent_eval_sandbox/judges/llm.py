@@ -57,11 +57,16 @@ class ModelJudge:
 
     def sample(self, prompt: str, scale: Scale, model: str) -> Sample:
         """One verdict for an already rendered prompt."""
+        reply = self.ask(prompt, system=scale.system_prompt(), tool=scale.tool(), model=model)
+        if isinstance(reply, str):
+            return Sample.failed(reply)
+        return read_verdict(reply, scale)
+
+    def ask(self, prompt: str, *, system: str, tool: Mapping[str, Any], model: str) -> Any | str:
+        """The judge model's reply (plain data) to `prompt`, forced to call `tool`; a str says why there is none."""
         client = self._get_client()
         if not (client.api_key or client.auth_token):
-            return Sample.failed(
-                "no credentials for the judge model: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
-            )
+            return "no credentials for the judge model: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
         retrying = Retrying(
             stop=stop_after_attempt(self._retry.attempts),
             wait=wait_exponential(multiplier=self._retry.initial_wait_s, max=self._retry.max_wait_s),
@@ -71,9 +76,9 @@ class ModelJudge:
         request: dict[str, Any] = {
             "model": model,
             "max_tokens": MAX_TOKENS,
-            "system": scale.system_prompt(),
-            "tools": [scale.tool()],
-            "tool_choice": {"type": "tool", "name": scale.tool_name},
+            "system": system,
+            "tools": [dict(tool)],
+            "tool_choice": {"type": "tool", "name": tool["name"]},
             "messages": [{"role": "user", "content": prompt}],
         }
         try:
@@ -83,10 +88,8 @@ class ModelJudge:
         except anthropic.AnthropicError as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
             tries = f" after {attempts} attempts" if attempts > 1 else ""
-            return Sample.failed(
-                f"the judge model call failed{tries}: {_api_error_text(exc)} (model {model}, {client.base_url})"
-            )
-        return read_verdict(_as_data(message), scale)
+            return f"the judge model call failed{tries}: {_api_error_text(exc)} (model {model}, {client.base_url})"
+        return _as_data(message)
 
 
 def _as_data(message: Any) -> Any:

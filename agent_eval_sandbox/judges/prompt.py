@@ -26,17 +26,18 @@ def _read_prompt_file(path: Path, what: str, judge: str) -> str:
         raise JudgePromptError(f"judge '{judge}': {what} {path} is {reason}", fix=f"fix judges[].{what}") from None
 
 
-def compile_prompt(judge: JudgeConfig, paths: ProjectPaths) -> str:
+def compile_prompt(judge: JudgeConfig, paths: ProjectPaths, *, agent: bool = False) -> str:
     """The judge's template: llm_rubric, else prompt, else prompt_file; then `context` files.
 
-    An llm_rubric gets `{{ conversation }}` appended unless it already uses it.
+    An LLM judge's llm_rubric gets `{{ conversation }}` appended unless it already uses it; an
+    agent judge's (`agent`) is used as is: it reads its staged files, not an inlined conversation.
     Context files become `## Context: <name>` sections (a missing one is left
     out, as in the reference; the loader warns about it). Both resolve as
     `ProjectPaths.project_file` says.
     """
     if judge.llm_rubric is not None:
         template = judge.llm_rubric
-        if not _CONVERSATION_VAR.search(template):
+        if not agent and not _CONVERSATION_VAR.search(template):
             template += RUBRIC_SUFFIX
     elif judge.prompt is not None:
         template = judge.prompt

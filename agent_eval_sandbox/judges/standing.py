@@ -15,6 +15,7 @@ started (`error`, `hook_failed`, `replay_mismatch` before the agent ran).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from agent_eval_sandbox.rundir.models import CaseOutcome
@@ -35,6 +36,11 @@ def standing(outcome: CaseOutcome | None) -> Standing:
     if outcome is None or outcome.end_reason in NEVER_JUDGED or not agent_ran(outcome):
         return "not_run"
     return "completed" if outcome.end_reason == "exited" else "incomplete"
+
+
+def not_run_cases(outcome_of: Callable[[str], CaseOutcome | None], case_ids: Iterable[str]) -> frozenset[str]:
+    """The cases among `case_ids` that are `not_run` (a comparison and the reward count them as failing)."""
+    return frozenset(case for case in case_ids if standing(outcome_of(case)) == "not_run")
 
 
 def not_run_reason(outcome: CaseOutcome | None) -> tuple[str, str]:

@@ -96,8 +96,10 @@ def template_syntax_error(template: str) -> str | None:
     return None
 
 
-def render_prompt(template: str, record: Mapping[str, Any], arguments: Mapping[str, Any]) -> str:
+def render_prompt(template: str, record: Mapping[str, Any], arguments: Mapping[str, Any],
+                  extra: Mapping[str, Any] | None = None) -> str:
+    """The template over the record's variables, and `extra` ones (the pairwise judge's two outputs)."""
     try:
-        return _ENV.from_string(template).render(**template_variables(record, arguments))
+        return _ENV.from_string(template).render(**template_variables(record, arguments), **(extra or {}))
     except Exception as exc:  # any failure of the user's template is that case's error
         raise PromptRenderError(f"the judge prompt failed to render: {type(exc).__name__}: {exc}") from None

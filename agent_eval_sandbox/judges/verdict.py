@@ -185,7 +185,7 @@ def read_verdict(message: Any, scale: Scale) -> Sample:
     rationale = verdict["rationale"]
     if not isinstance(rationale, str):
         return Sample.failed(f"'rationale' must be a string, got {_snippet(rationale)} ({type(rationale).__name__})")
-    return _verdict_value(verdict[scale.key], scale, rationale.strip() or "(no rationale provided)")
+    return verdict_value(verdict[scale.key], scale, rationale.strip() or "(no rationale provided)")
 
 
 def _verdict_input(message: Any, scale: Scale) -> Mapping[Any, Any] | Sample:
@@ -218,8 +218,9 @@ def _verdict_input(message: Any, scale: Scale) -> Mapping[Any, Any] | Sample:
     return verdict
 
 
-def _verdict_value(raw: Any, scale: Scale, rationale: str) -> Sample:
-    """The sample for the verdict's `passed` or `score`, checked against the scale."""
+def verdict_value(raw: Any, scale: Scale, rationale: str) -> Sample:
+    """The sample for a verdict's `passed` or `score` (a model's, or an agent judge's score.json), checked
+    against the scale: a score is rounded on a whole-numbered scale, then held to a declared range."""
     if scale.is_bool:
         if not isinstance(raw, bool):
             return Sample.failed(f"'passed' must be true or false, got {_snippet(raw)} ({type(raw).__name__})")

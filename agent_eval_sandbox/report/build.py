@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_eval_sandbox import exit_codes
+from agent_eval_sandbox.compare.store import read_comparison
+from agent_eval_sandbox.config.models import RewardConfig
+from agent_eval_sandbox.judges.reward import reward_record
+from agent_eval_sandbox.judges.standing import not_run_cases
 from agent_eval_sandbox.judges.thresholds import regressions
 from agent_eval_sandbox.report.facts import read_case_view, read_run_view
 from agent_eval_sandbox.report.html import render_html
@@ -23,12 +27,14 @@ from agent_eval_sandbox.report.summary import (
     load_summary,
     read_cases,
     summarize,
+    with_pairwise,
+    with_reward,
     write_summary,
 )
-from agent_eval_sandbox.report.text import text_lines
+from agent_eval_sandbox.report.text import text_lines, verdict_line
 from agent_eval_sandbox.rundir.layout import is_case_id
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
-from agent_eval_sandbox.rundir.write import write_text
+from agent_eval_sandbox.rundir.write import write_json, write_text
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,10 @@ class ScoreResult:
         """What `run`, `score` and `report` print (report/text.py)."""
         return text_lines(self.summary, self.run_dir, self.reports.html)
 
+    def verdict_line(self) -> str:
+        """The one line `-q` prints."""
+        return verdict_line(self.summary, self.exit_code)
+
     def to_json(self) -> dict[str, Any]:
         """The `--json` document."""
         data = self.summary.to_data()
@@ -72,6 +82,24 @@ class ScoreResult:
             "warnings": list(self.warnings),
             **data,
         }
+
+
+def finish_summary(run: FinishedRun, summary: Summary, reward: RewardConfig | None) -> tuple[Summary, list[str]]:
+    """The summary with what is computed beside the judges: each case's reward (with a `reward:` block)
+    and the pairwise verdicts of the run's comparison.json (its thresholds checked again). Also says
+    what could not be read."""
+    summary = with_reward(summary, reward, not_run_cases(run.outcome, summary.per_case))
+    comparison, problem = read_comparison(run.dir)
+    return with_pairwise(summary, comparison.pairwise if comparison else None), [problem] if problem else []
+
+
+def _write_rewards(run: FinishedRun, summary: Summary) -> None:
+    """Each case's `reward.json` (the reference's Harbor verifier file), when the eval composes a reward."""
+    if summary.reward is None:
+        return
+    for case_id, reward in summary.reward.per_case.items():
+        if is_case_id(case_id):
+            write_json(run.case(case_id).ensure().reward, reward_record(reward, summary.per_case.get(case_id, {})))
 
 
 def verdict_exit_code(summary: Summary) -> int:
@@ -93,10 +121,12 @@ def run_cost(run: FinishedRun) -> float | None:
 
 def write_reports(run: FinishedRun, summary: Summary, *, junit_fail_on_judge: bool = False) -> ReportPaths:
     summary_yaml, summary_json = write_summary(run.dir, summary)
+    _write_rewards(run, summary)
     outcomes = {case_id: run.outcome(case_id) if is_case_id(case_id) else None
                 for case_id in [*summary.per_case, *run.case_ids]}
+    comparison, _ = read_comparison(run.dir)
     page = render_html(summary, read_run_view(run, summary.eval), outcomes,
-                       lambda case_id: read_case_view(run, case_id))
+                       lambda case_id: read_case_view(run, case_id), comparison=comparison)
     write_text(run.dir.report_html, page)
     write_text(run.dir.junit_xml, render_junit(summary, fail_on_judge=junit_fail_on_judge))
     return ReportPaths(summary_yaml, summary_json, run.dir.report_html, run.dir.junit_xml)
@@ -120,5 +150,6 @@ def build_reports(run_dir: Path | str, *, junit_fail_on_judge: bool = False) -> 
         offline=run.meta.get("offline") is True,
         cost_usd=run_cost(run),
     )
+    summary, problems = finish_summary(run, summary, stored.reward.reward_config() if stored.reward else None)
     reports = write_reports(run, summary, junit_fail_on_judge=junit_fail_on_judge)
-    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=list(run.problems))
+    return ScoreResult(run_dir=run.root, summary=summary, reports=reports, warnings=[*run.problems, *problems])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from agent_eval_sandbox.compare.models import Comparison
 from agent_eval_sandbox.judges.results import CaseResult
 from agent_eval_sandbox.judges.verdict import fmt_number
 from agent_eval_sandbox.report.failures import (
@@ -28,6 +29,7 @@ from agent_eval_sandbox.report.failures import (
     not_completed,
 )
 from agent_eval_sandbox.report.html_case import CASE_BUDGET, render_case, render_case_stub
+from agent_eval_sandbox.report.html_compare import comparison_section, reward_section
 from agent_eval_sandbox.report.html_parts import (
     badge,
     count,
@@ -365,9 +367,10 @@ def _order(summary: Summary, outcomes: Mapping[str, CaseOutcome | None]) -> list
 
 def render_html(summary: Summary, run: RunView, outcomes: Mapping[str, CaseOutcome | None],
                 load_case: Callable[[str], CaseView], *, page_budget: int = PAGE_BUDGET,
-                case_budget: int = CASE_BUDGET) -> str:
+                case_budget: int = CASE_BUDGET, comparison: Comparison | None = None) -> str:
     """The whole report page. `outcomes` holds every case the run knows of (None: no record);
-    `load_case` gives a case's material, asked for only for the cases the page has room for."""
+    `load_case` gives a case's material, asked for only for the cases the page has room for;
+    `comparison` is the run's comparison with a baseline, if it has one."""
     case_ids = _order(summary, outcomes)
     anchors = {case_id: _anchor(index) for index, case_id in enumerate(case_ids[:MAX_ROWS], start=1)}
     return (
@@ -380,6 +383,7 @@ def render_html(summary: Summary, run: RunView, outcomes: Mapping[str, CaseOutco
         f"{_header(summary, run, case_ids, outcomes)}<main>"
         f"{_failures_section(summary, case_ids, outcomes, anchors)}"
         f"{_thresholds_section(summary)}{_judges_section(summary)}"
+        f"{comparison_section(comparison, anchors)}{reward_section(summary, anchors)}"
         f"{_cases_section(summary, case_ids, outcomes, anchors, run.offline)}"
         f"{_details_section(summary, run, case_ids, outcomes, anchors, load_case, page_budget, case_budget)}"
         "</main>"

@@ -12,16 +12,18 @@ outcomes alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from agent_eval_sandbox.config.models import THRESHOLD_KEYS, ThresholdConfig
+from agent_eval_sandbox.compare.models import PairwiseSummary
+from agent_eval_sandbox.config.models import PAIRWISE, THRESHOLD_KEYS, RewardConfig, ThresholdConfig
 from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.judges.aggregate import aggregate
 from agent_eval_sandbox.judges.results import CaseResult, JudgeMeta, JudgeStats
+from agent_eval_sandbox.judges.reward import RewardSummary, summarize_rewards
 from agent_eval_sandbox.judges.standing import agent_ran, standing
 from agent_eval_sandbox.judges.thresholds import (
     ThresholdCheck,
@@ -143,6 +145,8 @@ class Summary(BaseModel):
     per_case: dict[str, dict[str, CaseResult]]
     run_metrics: dict[str, float] | None = None
     thresholds: ThresholdsVerdict
+    reward: RewardSummary | None = None  # with a `reward:` block: each case's reward and their distribution
+    pairwise: PairwiseSummary | None = None  # after a comparison with a baseline that has a pairwise judge
     cases: CaseCounts | None = None  # None: not known (a summary written before this field)
     offline: bool = False  # the model was scripted: costs are what the scripts' `usage:` made up
     cost_usd: float | None = None  # the run's total, as the gateways charged it
@@ -174,6 +178,8 @@ class Summary(BaseModel):
                 "checks": [check.model_dump() for check in self.thresholds.checks],
                 "regressions": [check.line() for check in self.thresholds.regressions],
             },
+            **({"reward": self.reward.to_data()} if self.reward is not None else {}),
+            **({"pairwise": self.pairwise.to_data()} if self.pairwise is not None else {}),
             "cases": self.cases.to_data() if self.cases is not None else None,
             "offline": self.offline,
             "cost_usd": self.cost_usd,
@@ -256,6 +262,35 @@ def summarize(
         offline=offline,
         cost_usd=cost_usd,
     )
+
+
+def with_reward(summary: Summary, config: RewardConfig | None, never_ran: Collection[str]) -> Summary:
+    """The summary with each case's reward (judges/reward.py), when the eval has a `reward:` block."""
+    if config is None:
+        return summary.model_copy(update={"reward": None})
+    metas = {meta.name: meta for meta in summary.judge_meta}
+    return summary.model_copy(update={"reward": summarize_rewards(config, metas, summary.per_case, never_ran)})
+
+
+def pairwise_stats(pairwise: PairwiseSummary) -> JudgeStats:
+    """The pairwise judge's statistics, for its `min_win_rate` and `max_error_rate` gates."""
+    compared = pairwise.cases_compared
+    unscored = pairwise.errors + pairwise.not_run
+    return JudgeStats(judge_type="pairwise", win_rate=pairwise.win_rate,
+                      error_rate=unscored / compared if compared else None, scored_cases=compared - unscored,
+                      errored_cases=unscored, total_cases=compared,
+                      status="OK" if compared > unscored else ("ERROR" if compared else "SKIP"))
+
+
+def with_pairwise(summary: Summary, pairwise: PairwiseSummary | None) -> Summary:
+    """The summary with a comparison's pairwise verdicts, and its thresholds checked again with them:
+    `min_win_rate` is a gate of the `pairwise` judge (it is not one of `judges`, which are scored per case)."""
+    stats: dict[str, JudgeStats] = dict(summary.judges)
+    if pairwise is not None:
+        stats[PAIRWISE] = pairwise_stats(pairwise)
+    checks = evaluate_thresholds(stats, summary.thresholds.config)
+    thresholds = ThresholdsVerdict(passed=not regressions(checks), config=summary.thresholds.config, checks=checks)
+    return summary.model_copy(update={"pairwise": pairwise, "thresholds": thresholds})
 
 
 def write_summary(run: RunDir, summary: Summary) -> tuple[Path, Path]:

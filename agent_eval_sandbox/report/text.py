@@ -25,7 +25,7 @@ from pathlib import Path
 
 from agent_eval_sandbox.judges.results import CaseResult, JudgeStats
 from agent_eval_sandbox.judges.standing import one_line
-from agent_eval_sandbox.judges.thresholds import regression_lines
+from agent_eval_sandbox.judges.thresholds import regression_lines, regressions
 from agent_eval_sandbox.report.summary import CaseEnding, Summary
 
 MAX_FAILURE_LINES = 30
@@ -157,9 +157,25 @@ def headline(summary: Summary) -> str:
     return f"{summary.eval}: {count}, {len(summary.judges)} judges (run {summary.run_id})"
 
 
+def beside_judges_lines(summary: Summary) -> list[str]:
+    """The reward's distribution (with a `reward:` block) and the pairwise tally (after a comparison)."""
+    lines = []
+    reward = summary.reward
+    if reward is not None and reward.mean is not None:
+        never = f", {reward.not_run} never ran (0.0)" if reward.not_run else ""
+        lines.append(f"  reward: mean={reward.mean:.3f} min={reward.min:.3f} max={reward.max:.3f} "
+                     f"over {reward.cases} cases ({reward.mode}){never}")
+    pair = summary.pairwise
+    if pair is not None:
+        win_rate = f"{pair.win_rate:.1%}" if pair.win_rate is not None else "n/a"
+        lines.append(f"  pairwise vs {pair.run_b}: win_rate={win_rate} ({pair.wins_a} won, {pair.wins_b} lost, "
+                     f"{pair.ties} tied, {pair.errors} errored, {pair.not_run} not run)")
+    return lines
+
+
 def text_lines(summary: Summary, run_dir: Path, html: Path) -> list[str]:
     """Per-judge results, the failures, the cases that did not complete, where the run is, the verdict."""
-    lines = [headline(summary), *judge_lines(summary)]
+    lines = [headline(summary), *judge_lines(summary), *beside_judges_lines(summary)]
     for key, value in (summary.run_metrics or {}).items():
         lines.append(f"  {key}: {value:.1%}" if "rate" in key else f"  {key}: {value:g}")
     cost = cost_text(summary)
@@ -172,3 +188,16 @@ def text_lines(summary: Summary, run_dir: Path, html: Path) -> list[str]:
     lines += run_lines(summary)
     lines += regression_lines(summary.thresholds.checks)
     return lines
+
+
+VERDICT_WORDS = {0: "PASS", 1: "FAIL", 4: "INFRASTRUCTURE ERROR"}
+
+
+def verdict_line(summary: Summary, exit_code: int) -> str:
+    """The one line -q prints: the verdict, what it rests on, the exit code."""
+    cases = summary.cases
+    completed = f"{cases.completed}/{cases.planned} cases completed" if cases is not None else (
+        f"{len(summary.per_case)} cases")
+    failed = len(regressions(summary.thresholds.checks))
+    return (f"{VERDICT_WORDS.get(exit_code, 'FAIL')}: {summary.eval} run {summary.run_id}: {completed}, "
+            f"{failed} regression(s) (exit {exit_code})")

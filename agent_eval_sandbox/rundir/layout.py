@@ -11,6 +11,7 @@ and reports read, all through `RunDir` and `CaseDir`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -33,6 +34,7 @@ SUMMARY_YAML = "summary.yaml"
 SUMMARY_JSON = "summary.json"
 REPORT_HTML = "report.html"
 JUNIT_XML = "junit.xml"
+COMPARISON_JSON = "comparison.json"
 CASE_ORDER = "case_order.yaml"
 CASES_DIR = "cases"
 LATEST = "latest"  # beside the runs of an eval: a link to the one started last (rundir/latest.py)
@@ -52,6 +54,9 @@ TOOL_DECISIONS = "tool_decisions.jsonl"
 CASSETTE = "cassette.jsonl"
 REPLAY_DIFF = "replay_diff.txt"
 STEPS_DIR = "steps"  # a pipeline's steps: `steps/<step-id>/` holds a step's own prompt, logs, events, record
+REWARD_JSON = "reward.json"
+# An agent judge's runs on the case, one directory per sample: _judges/<judge>/<sample>/.
+JUDGES_DIR = "_judges"
 CASE_RESULT = RUN_RESULT
 CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # Every name the tool gives a case's own files; everything else in a case directory was collected
@@ -61,11 +66,16 @@ CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # A name added above belongs here.
 CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
                 MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
-                REPLAY_DIFF, STEPS_DIR)
+                REPLAY_DIFF, REWARD_JSON, JUDGES_DIR, STEPS_DIR)
 CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
+
+# Inside an agent judge's sample directory.
+JUDGE_RESULT = "result.json"
+JUDGE_OUTPUT_DIR = "output"
 
 # Files that are a run's, never a case's: a case id must not shadow them.
 _CASE_ID = re.compile(r"^[^/\\\x00]+$")
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$")
 
 
 EPOCH_MARK = "#"  # `run --epochs N`: the cases <id>#1 … <id>#N, each its own case directory
@@ -106,6 +116,15 @@ def runs_base(cli_value: str | None, environ: Mapping[str, str]) -> Path:
 def safe_component(name: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")
     return cleaned or "eval"
+
+
+def judge_file_name(judge: str) -> str:
+    """A judge's name as a file or directory name: as written when it is a plain name, else made one
+    (with a digest of the name, so two judges never share it)."""
+    if _PLAIN_NAME.match(judge):
+        return judge
+    digest = hashlib.sha256(judge.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{safe_component(judge)[:48]}-{digest}"
 
 
 def is_case_id(name: str) -> bool:
@@ -179,6 +198,11 @@ class CaseDir:
         return self.path / CASE_HOOK_OUTPUTS
 
     @property
+    def reward(self) -> Path:
+        """The case's reward as the reference's Harbor verifier writes it (`reward:` in eval.yaml)."""
+        return self.path / REWARD_JSON
+
+    @property
     def result(self) -> Path:
         return self.path / CASE_RESULT
 
@@ -191,9 +215,53 @@ class CaseDir:
         """A collected `outputs[].path` (relative to the workspace)."""
         return self.path / relative
 
+    @property
+    def judges(self) -> Path:
+        return self.path / JUDGES_DIR
+
+    def judge_run(self, judge: str, sample: int) -> JudgeRunDir:
+        """One sample of an agent judge on this case (1-based)."""
+        return JudgeRunDir(self.judges / judge_file_name(judge) / str(sample))
+
     def ensure(self) -> CaseDir:
         self.path.mkdir(parents=True, exist_ok=True)
         return self
+
+
+@dataclass(frozen=True)
+class JudgeRunDir:
+    """`cases/<id>/_judges/<judge>/<sample>/`: what one run of an agent judge left."""
+
+    path: Path
+
+    @property
+    def prompt(self) -> Path:
+        return self.path / PROMPT
+
+    @property
+    def stdout_log(self) -> Path:
+        return self.path / STDOUT_LOG
+
+    @property
+    def stderr_log(self) -> Path:
+        return self.path / STDERR_LOG
+
+    @property
+    def events(self) -> Path:
+        return self.path / EVENTS
+
+    @property
+    def gateway_log(self) -> Path:
+        return self.path / GATEWAY_LOG
+
+    @property
+    def output(self) -> Path:
+        """The judge's ./output/ as it left it (score.json, anything else it wrote there)."""
+        return self.path / JUDGE_OUTPUT_DIR
+
+    @property
+    def result(self) -> Path:
+        return self.path / JUDGE_RESULT
 
 
 @dataclass(frozen=True)
@@ -243,6 +311,11 @@ class RunDir:
     @property
     def junit_xml(self) -> Path:
         return self.root / JUNIT_XML
+
+    @property
+    def comparison_json(self) -> Path:
+        """The run's comparison with a baseline run (`compare`, `run --baseline`)."""
+        return self.root / COMPARISON_JSON
 
     @property
     def epochs_yaml(self) -> Path:

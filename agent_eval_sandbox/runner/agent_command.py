@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agent_eval_sandbox.config.env import resolve_env
-from agent_eval_sandbox.config.models import EvalConfig
+from agent_eval_sandbox.config.models import EvalConfig, RunnerConfig
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.gateway.credentials import PLACEHOLDER_API_KEY
 from agent_eval_sandbox.gateway.policy import (
@@ -72,6 +72,23 @@ def claude_argv(
     return argv + list(extra_flags)
 
 
+def judge_claude_argv(runner: RunnerConfig, *, model: str, budget_usd: float, allowed_tools: list[str]) -> list[str]:
+    """An agent judge's `claude -p`: its model and budget, its own runner's effort, permission mode and
+    system prompt, and its `allowed_tools` (pre-approved, as the reference's permissions.allow)."""
+    argv = ["claude", "--print", "--model", model, "--output-format", "stream-json", "--verbose"]
+    if budget_usd > 0:
+        argv += ["--max-budget-usd", f"{budget_usd:g}"]
+    if runner.effort:
+        argv += ["--effort", runner.effort]
+    if runner.permission_mode:
+        argv += ["--permission-mode", runner.permission_mode]
+    if runner.system_prompt:
+        argv += ["--append-system-prompt", runner.system_prompt]
+    if allowed_tools:
+        argv += ["--allowed-tools", ",".join(allowed_tools)]
+    return argv
+
+
 # A pipeline's steps are sent their prompts on the exec's stdin: the channel directory is
 # copied into the sandbox once where the backend cannot bind-mount it (Kubernetes), and a
 # file the agent can write would let one step rewrite the next one's prompt.
@@ -103,6 +120,19 @@ def agent_environment(
 ) -> AgentEnvironment:
     """The exec environment of the agent: a fixed base, allowlisted host
     variables, runner.env and hook-output env; never a credential."""
+    layers = [resolve_env(config.runner.env, host_environ), dict(hook_env or {})]
+    environment = _environment(host_environ, layers)
+    if settings.subagent_model:
+        environment.env["CLAUDE_CODE_SUBAGENT_MODEL"] = settings.subagent_model
+    return environment
+
+
+def judge_agent_environment(runner: RunnerConfig, *, host_environ: Mapping[str, str]) -> AgentEnvironment:
+    """An agent judge's environment: as the agent's, with the judge's own `agent.runner.env`."""
+    return _environment(host_environ, [resolve_env(runner.env, host_environ)])
+
+
+def _environment(host_environ: Mapping[str, str], layers: list[dict[str, str]]) -> AgentEnvironment:
     env = {
         "HOME": paths.HOME,
         "USER": "agent",
@@ -112,15 +142,12 @@ def agent_environment(
     }
     env.update({k: host_environ[k] for k in FORWARDED_FROM_HOST if k in host_environ})
     dropped: list[str] = []
-    layers = [resolve_env(config.runner.env, host_environ), dict(hook_env or {})]
     for layer in layers:
         for key, value in layer.items():
             if key in MANAGED_KEYS:
                 dropped.append(key)
                 continue
             env[key] = value
-    if settings.subagent_model:
-        env["CLAUDE_CODE_SUBAGENT_MODEL"] = settings.subagent_model
     env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{paths.FORWARDER_PORT}"
     env["ANTHROPIC_API_KEY"] = PLACEHOLDER_API_KEY
     return AgentEnvironment(env=env, dropped=tuple(dict.fromkeys(dropped)))
@@ -159,6 +186,25 @@ def gateway_policy(config: EvalConfig, settings: RunSettings, host_environ: Mapp
     gateway = config.sandbox.gateway
     return GatewayPolicy(
         models=ModelAllowlist.of(gateway_models(config, settings, host_environ)),
+        server_tools=frozenset(gateway.server_tools),
+        max_tokens_ceiling=gateway.max_tokens,
+    )
+
+
+def judge_gateway_policy(config: EvalConfig, host_environ: Mapping[str, str]) -> GatewayPolicy:
+    """The policy of the agent judges' gateway: each agent judge's model (per-judge, `models.judge`,
+    $EVAL_JUDGE_MODEL), the CLI's Haiku, what a judge's `agent.runner.env` names in the CLI's model
+    variables, and sandbox.gateway.models."""
+    gateway = config.sandbox.gateway
+    named: list[str] = [m for m in (config.models.judge, host_environ.get("EVAL_JUDGE_MODEL")) if m]
+    for judge in config.judges:
+        if judge.agent is None:
+            continue
+        named += [judge.model] if judge.model else []
+        runner_env = resolve_env(judge.agent.runner.env, host_environ)
+        named += [runner_env[key] for key in MODEL_VARIABLES if runner_env.get(key)]
+    return GatewayPolicy(
+        models=ModelAllowlist.of([m.strip() for m in (*named, *DEFAULT_SMALL_MODELS, *gateway.models) if m.strip()]),
         server_tools=frozenset(gateway.server_tools),
         max_tokens_ceiling=gateway.max_tokens,
     )

@@ -12,7 +12,8 @@ against the result.
 What it holds:
 - eval.yaml, the dataset directory, the runs directory;
 - `tool_handlers.yaml`, and files named like an offline script
-  (`model_script.yaml`, `hook_script.yaml`, `judge_script.yaml`) wherever they are;
+  (`model_script.yaml`, `hook_script.yaml`, `judge_script.yaml`, `pairwise_script.yaml`,
+  the agent judges' `judge_scripts/`) wherever they are;
 - judges: `prompt_file`, `context` (and an agent judge's `agent.context`);
   a `module:` — its file, the `__init__.py` of its packages, every project
   module it imports statically (`python_imports`), and its package directory
@@ -101,7 +102,8 @@ def answer_key(loaded: LoadedConfig, *, runs_base: Path, handlers: ToolHandlers 
     config, where, root = loaded.config, loaded.paths, loaded.root
     resources = resource_roots(config, where)
     always = [loaded.path, loaded.dataset_dir, runs_base]
-    found: list[Path] = [*always, root / HANDLERS_FILE_NAME, root / scripts.JUDGE_SCRIPT, root / scripts.HOOK_SCRIPT]
+    found: list[Path] = [*always, root / HANDLERS_FILE_NAME, root / scripts.JUDGE_SCRIPT, root / scripts.HOOK_SCRIPT,
+                          root / scripts.PAIRWISE_SCRIPT]
     for judge in config.judges:
         found += judge_files(judge, where, resources)
     found += [where.tool_prompt_file(tool.prompt_file) for tool in config.inputs.tools if tool.prompt_file]

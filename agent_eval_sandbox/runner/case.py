@@ -23,6 +23,7 @@ import json
 import shutil
 import time
 import traceback
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.runner.step_loop import Pipeline
 from agent_eval_sandbox.runner.workspace import stage_invocation_workspace
+from agent_eval_sandbox.sandbox.archive import CopyOutReport
 from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError, SandboxInfraError, SandboxSpec
 from agent_eval_sandbox.sandbox.policy import sandbox_spec
 
@@ -282,9 +284,19 @@ COPY_OUT_SLACK_BYTES = 64 * 1024 * 1024
 def copy_out(ctx: RunContext, staged: StagedCase, sandbox: Sandbox, status: CaseStatus) -> None:
     status.state = "collecting"
     cap = sandbox.spec.limits.workspace_bytes + COPY_OUT_SLACK_BYTES
-    sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
-    sandbox.copy_out(f"{paths.HOME}/.claude/projects", staged.transcripts, max_bytes=cap,
-                     max_files=COPY_OUT_MAX_FILES)
+    reports = [
+        sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES),
+        sandbox.copy_out(f"{paths.HOME}/.claude/projects", staged.transcripts, max_bytes=cap,
+                         max_files=COPY_OUT_MAX_FILES),
+    ]
+    note_cut_trees(staged.out, reports)
+
+
+def note_cut_trees(out: CaseDir, reports: Sequence[CopyOutReport]) -> None:
+    """Say in the case's stderr.log which trees were too deep to collect (`archive.MAX_DEPTH`)."""
+    cut = [entry for report in reports for entry in report.skipped if entry.kind == "too_deep"]
+    if cut:
+        append_text(out.stderr_log, "".join(f"\nNOTE: not collected: {e.path}/…: {e.detail}" for e in cut) + "\n")
 
 
 def after_each(ctx: RunContext, staged: StagedCase, sandbox: Sandbox | None, copied_out: bool,
@@ -343,7 +355,8 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
         reason: EndReason = "infra_error" if isinstance(exc, PlumbingError) else "error"
         outcome = uncollected_outcome(ctx, invocation, out, started_wall, status.elapsed, ChannelUse.of(parts.channel),
                                       internal_error("preparing the case" if staged is None else
-                                                     "collecting the case's results", exc, out), end_reason=reason)
+                                                     "collecting the case's results", exc, out), end_reason=reason,
+                                      result=agent.result)
     return _ended(status, outcome)
 
 
@@ -411,12 +424,16 @@ def interrupted_outcome(ctx: RunContext, invocation: Invocation, started_wall: f
 
 def uncollected_outcome(ctx: RunContext, invocation: Invocation, out: CaseDir, started_wall: float | None,
                         duration: float, channel: ChannelUse, error: str,
-                        end_reason: EndReason = "error") -> CaseOutcome:
+                        end_reason: EndReason = "error", result: ExecResult | None = None) -> CaseOutcome:
     """The case's outcome when its results could not be collected: an error, never a crashed run.
-    Once the run is interrupted, `interrupted`."""
+    Once the run is interrupted, `interrupted`. `result`: the agent's command, when it ran — a case
+    whose agent ran (and spent) is never recorded as one that did not."""
     outcome = CaseOutcome(
         case_id=invocation.id,
         cases=[c.id for c in invocation.cases],
+        exit_code=result.exit_code if result is not None else None,
+        signal=result.signal if result is not None else None,
+        agent_duration_s=round(result.duration_s, 3) if result is not None else None,
         end_reason="interrupted" if ctx.cancelled.is_set() else end_reason,
         duration_s=round(duration, 3),
         started_at=started_wall,

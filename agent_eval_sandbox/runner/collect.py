@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.inside import paths
@@ -37,7 +38,7 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
     """Write the case's files (events, transcript, changes, outputs) and its run_result.json."""
     config, out, result = ctx.config, staged.out, agent.result
     verifier = StreamVerifier(channel.conversation)
-    summary = read_agent_stream(out, verifier)
+    _, summary = read_agent_stream(out.stdout_log, out.events, verifier)
     collect_transcripts(staged.transcripts, summary.session_id, out.path)
     changes = WorkspaceChanges()
     if result is not None and agent.copied_out:
@@ -108,18 +109,20 @@ def _integrity_notes(verifier: StreamVerifier) -> list[str]:
             "the gateway's values were used (see integrity in run_result.json)"]
 
 
-def read_agent_stream(out: CaseDir, verifier: StreamVerifier) -> StreamSummary:
-    """events.json and the stream summary, from the lines the gateway's record vouches for.
+def read_agent_stream(stdout_log: Path, events: Path, verifier: StreamVerifier
+                      ) -> tuple[list[dict[str, Any]], StreamSummary]:
+    """events.json (written to `events`) and the stream summary, from the lines of `stdout_log` the
+    gateway's record vouches for.
 
     Read line by line: the host's memory does not grow with what the agent printed.
     """
     reader = StreamReader()
-    if out.stdout_log.is_file():
-        with open(out.stdout_log, encoding="utf-8", errors="replace") as lines:
+    if stdout_log.is_file():
+        with open(stdout_log, encoding="utf-8", errors="replace") as lines:
             for obj in verified(stream_objects(lines), verifier):
                 reader.feed(obj)
-    write_json(out.events, reader.events)
-    return reader.summary()
+    write_json(events, reader.events)
+    return reader.events, reader.summary()
 
 
 def split_batch_outputs(config: EvalConfig, run: RunDir, invocation: Invocation, after: Path) -> None:

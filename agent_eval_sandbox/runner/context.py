@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +20,8 @@ from agent_eval_sandbox.rundir.layout import RunDir
 from agent_eval_sandbox.runner.model_access import ModelAccess
 from agent_eval_sandbox.runner.workspace import DeniedPredicate, StagedResource
 from agent_eval_sandbox.sandbox.base import SandboxBackend
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ class CaseStatus:
     channel_cost: Callable[[], float] | None = None
     final_cost: float | None = None
     detail: str = ""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Every stage of a case is a change of `state`: -v shows each as it happens.
+        if name == "state" and value != getattr(self, "state", None):
+            log.debug("case %s: %s", self.id, value)
+        super().__setattr__(name, value)
 
     @property
     def elapsed(self) -> float:

@@ -1,8 +1,9 @@
 """Where a run's models come from, chosen once: the real API (online), scripts (offline) or a recorded run (replay).
 
-Three parties call a model: the agent (through the case's gateway channel),
-the AskUserQuestion hook model (from the case's broker) and the LLM judges.
-Online, all three use the host's credentials (never the sandbox's); offline,
+Four parties call a model: the agent (through the case's gateway channel),
+the AskUserQuestion hook model (from the case's broker), the LLM judges and
+the agent judges' own agents (through their own gateway channels).
+Online, all of them use the host's credentials (never the sandbox's); offline,
 each gets a scripted model server (`config/scripts.py` says which script),
 behind the same gateway, so the real CLI runs end to end with no key and no
 network. A replay is offline with each case's agent model served from the
@@ -18,7 +19,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from agent_eval_sandbox.config import scripts
@@ -35,7 +36,7 @@ from agent_eval_sandbox.gateway.replay_server import ReplayServer
 from agent_eval_sandbox.gateway.script import Advance, Script, load_script, parse_script
 from agent_eval_sandbox.interception import AnthropicAnswerer
 from agent_eval_sandbox.model_api import ModelEndpoint
-from agent_eval_sandbox.rundir.layout import CaseDir
+from agent_eval_sandbox.rundir.layout import CaseDir, split_epoch
 from agent_eval_sandbox.rundir.read import open_finished_run
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.runner.plan import Invocation
@@ -77,6 +78,15 @@ class ModelAccess(ABC):
         """The upstream of a pipeline's step, when it has one of its own (None: the case's)."""
         yield None
 
+    @abstractmethod
+    def judge_agent_upstream(self, case_id: str, judge: str, sample: int) -> AbstractContextManager[str | None]:
+        """The upstream URL of one agent judge sample's gateway channel (None: the gateway's own).
+        Raises JudgeScriptMissing offline when no script plays that judge's agent."""
+
+    def pairwise_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
+        """Where the pairwise judge of a baseline comparison calls (None: the SDK's own environment)."""
+        return nullcontext(None)
+
     def warnings(self, invocations: Sequence[Invocation]) -> list[str]:
         """What the user should know about these models for this plan; raises UserError when it cannot run."""
         return []
@@ -88,6 +98,10 @@ class ModelAccess(ABC):
     def close(self) -> None:
         """Release what lives for the whole run: by default nothing does."""
         return None
+
+
+class JudgeScriptMissing(UserError):
+    """Offline, no judge_scripts/<judge>.yaml plays an agent judge's agent on a case."""
 
 
 class OnlineModels(ModelAccess):
@@ -117,6 +131,10 @@ class OnlineModels(ModelAccess):
 
     @contextmanager
     def judge_endpoint(self) -> Iterator[ModelEndpoint | None]:
+        yield None
+
+    @contextmanager
+    def judge_agent_upstream(self, case_id: str, judge: str, sample: int) -> Iterator[str | None]:
         yield None
 
     def close(self) -> None:
@@ -177,21 +195,43 @@ class OfflineModels(ModelAccess):
             finally:
                 answerer.close()
 
+    def judge_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
+        return scripted_endpoint(scripts.judge_script_path(self._loaded.root), "the judge model")
+
+    def pairwise_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
+        return scripted_endpoint(scripts.pairwise_script_path(self._loaded.root), "the pairwise judge's model")
+
     @contextmanager
-    def judge_endpoint(self) -> Iterator[ModelEndpoint | None]:
-        path = scripts.judge_script_path(self._loaded.root)
-        if path.is_file():
-            script = load_script(path)
-            if script.advance is not Advance.PER_REQUEST:
-                script = script.model_copy(update={"advance": Advance.PER_REQUEST})
-        else:
-            script = parse_script(
-                [{"error": {"status": 400, "message": f"offline run: no {scripts.JUDGE_SCRIPT} beside eval.yaml "
-                                                     "scripts the judge model"}}],
-                source=f"(no {scripts.JUDGE_SCRIPT})",
+    def judge_agent_upstream(self, case_id: str, judge: str, sample: int) -> Iterator[str | None]:
+        # The case's dataset directory: its scripts are the eval's, never anything the run's agent wrote.
+        # An epoch's case (`<id>#<n>`) is its dataset case's.
+        case_dir = self._loaded.dataset_dir / split_epoch(case_id)[0]
+        path = scripts.judge_agent_script_path(case_dir, self._loaded.root, judge, sample)
+        if path is None:
+            tried = scripts.judge_agent_script_candidates(case_dir, self._loaded.root, judge, sample)
+            raise JudgeScriptMissing(
+                f"offline: no script plays agent judge '{judge}' on case {case_id} "
+                f"(looked for {', '.join(str(p) for p in tried)})",
+                fix=f"write {scripts.JUDGE_AGENT_SCRIPTS}/{tried[1].name} in the case's directory or beside eval.yaml",
             )
-        with ScriptedModelServer(script) as server:
-            yield ModelEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
+        with ScriptedModelServer(load_script(path)) as server:
+            yield server.url
+
+
+@contextmanager
+def scripted_endpoint(path: Path, what: str) -> Iterator[ModelEndpoint | None]:
+    """A scripted judge model: the script at `path`, one step per request; without it, an error for each."""
+    if path.is_file():
+        script = load_script(path)
+        if script.advance is not Advance.PER_REQUEST:
+            script = script.model_copy(update={"advance": Advance.PER_REQUEST})
+    else:
+        script = parse_script(
+            [{"error": {"status": 400, "message": f"offline run: no {path.name} beside eval.yaml scripts {what}"}}],
+            source=f"(no {path.name})",
+        )
+    with ScriptedModelServer(script) as server:
+        yield ModelEndpoint(base_url=server.url, api_key=OFFLINE_CREDENTIAL)
 
 
 class ReplayModels(OfflineModels):

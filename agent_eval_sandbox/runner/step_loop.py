@@ -156,7 +156,7 @@ class Pipeline:
                 error = self.broken = str(exc)
             record = self.channel.conversation.snapshot() if self.channel is not None else None
         verifier = StreamVerifier(record)
-        summary = read_agent_stream(out, verifier)
+        _, summary = read_agent_stream(out.stdout_log, out.events, verifier)
         spent2, usage2, requests2, refused2 = self._channel_counts()
         gateway = GatewayUse(requests=requests2 - requests, refused=refused2 - refused,
                              spent_usd=round(spent2 - spent, 6))

@@ -7,7 +7,10 @@ becomes a copy of it), device files and FIFOs are skipped, and every write is ma
 relative to an already-opened parent directory with O_NOFOLLOW, so a symlink
 sitting in the destination cannot redirect it. Nothing named `.git` (file or
 directory, at any depth) is extracted: a host `git` run over the copy would
-execute what its config names (see `git_names`). `tar_from_dir` and
+execute what its config names (see `git_names`). Nothing deeper than `MAX_DEPTH`
+levels is extracted either: the host's tools (Python's recursive `shutil.rmtree`
+and `copytree` among them) must never meet a tree the agent made deep enough to
+break them. `tar_from_dir` and
 `tar_from_files` build what goes in, owned by the sandbox user.
 
 No Docker here: the backend feeds these functions the archive streams.
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 _CHUNK = 1024 * 1024
+# Far deeper than any real project's tree, far below what recursive host code survives (~1000 frames).
+MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class SkippedEntry:
     """A path a copy left out, and why."""
 
     path: str
-    # "symlink" | "hardlink" | "device" | "fifo" | "socket" | "other" | "excluded" | "git"
+    # "symlink" | "hardlink" | "device" | "fifo" | "socket" | "other" | "excluded" | "git" | "too_deep"
     # (and, for host staging, "denied" | "answer_key" | "outside": runner.workspace.StagingReport)
     kind: str
     detail: str = ""
@@ -122,6 +127,7 @@ class _Extractor:
         self.members = 0
         self.skipped: list[SkippedEntry] = []
         self.git_skipped: set[tuple[str, ...]] = set()
+        self.deep_skipped: set[tuple[str, ...]] = set()
         self.written: set[tuple[str, ...]] = set()
         # Directory modes are applied last: a read-only directory must not stop
         # its own contents from being written.
@@ -174,6 +180,13 @@ class _Extractor:
             if top not in self.git_skipped:
                 self.git_skipped.add(top)
                 self.skipped.append(SkippedEntry("/".join(top), "git", "git metadata is never collected"))
+            return
+        if len(parts) > MAX_DEPTH:
+            top = parts[:MAX_DEPTH]  # reported once per subtree cut off, not once per entry in it
+            if top not in self.deep_skipped:
+                self.deep_skipped.add(top)
+                self.skipped.append(SkippedEntry("/".join(top), "too_deep",
+                                                 f"what lies deeper than {MAX_DEPTH} levels is never collected"))
             return
         if member.isdir():
             os.close(self._open_dir(parts, member.name, create=True))

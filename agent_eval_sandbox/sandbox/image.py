@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tarfile
@@ -45,6 +46,8 @@ INSIDE_DIR = PACKAGE_DIR / "inside"
 DOCKERFILE = "sandbox.Dockerfile"
 INPUTS_LABEL = "agent-eval-sandbox.inputs"
 BASE_LABEL = "agent-eval-sandbox.base"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ def ensure_sandbox_image(
     """
     client = client or connect()
     if settings.image:
+        log.debug("sandbox.image %s is given: it is used as is, never built", settings.image)
         if _local_id(client, settings.image) is None:
             with Progress(console, f"fetching {settings.image}") as progress:
                 if _pull(client, settings.image, progress) is None:
@@ -208,8 +212,12 @@ def ensure_sandbox_image(
             release = claude_release(settings.claude_version, arch)
         files = context_files()
         ref = image_tag(image_inputs(files, release, base_id, arch, exec_only=settings.exec_only))
+        log.debug("image inputs: base %s (%s), Claude Code %s for %s, exec-only %s -> %s", base_ref, base_id[:19],
+                  settings.claude_version, arch, settings.exec_only, ref)
         if not rebuild and _local_id(client, ref) is not None:
+            log.debug("%s is present: no build", ref)
             return SandboxImage(ref=ref, built=False, base=base_ref)
+        log.debug("%s: building (%s)", ref, "--rebuild" if rebuild else "no image of these inputs yet")
         with Progress(console, f"fetching Claude Code {settings.claude_version}"):
             claude = ensure_claude_binary(settings.claude_version, arch)
         if claude.integrity != release.integrity:

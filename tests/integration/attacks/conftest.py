@@ -181,11 +181,18 @@ def stray_tasks() -> set[str]:
     that `docker ps -a` never shows, e.g. when a paused sandbox is removed."""
     address = next((path for path in CONTAINERD_SOCKETS if Path(path).exists()), None)
     assert address is not None, f"no containerd socket at {' or '.join(CONTAINERD_SOCKETS)}"
+    api = docker.from_env().api
+
+    def container_ids() -> set[str]:  # one list call: no per-container inspect to race a removal
+        return {c["Id"] for c in api.containers(all=True, quiet=True)}
+
+    # Docker's list before and after containerd's: other sessions' containers made or removed meanwhile
+    # are known to one of them, so only tasks Docker never knew count.
+    before = container_ids()
     listed = subprocess.run(["ctr", "--address", address, "-n", "moby", "tasks", "ls", "-q"],
                             capture_output=True, text=True, check=False, timeout=30)
     assert listed.returncode == 0, f"ctr cannot list containerd's tasks: {listed.stderr.strip()}"
-    known = {c.id for c in docker.from_env().containers.list(all=True)}
-    return set(listed.stdout.split()) - known
+    return set(listed.stdout.split()) - before - container_ids()
 
 
 def host_processes_matching(marker: str) -> list[str]:

@@ -121,8 +121,9 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     slow.mkdir()
     (slow / "input.yaml").write_text("title: Slow\nline: Wait\n")
     (slow / "annotations.yaml").write_text("expected: Wait\n")
+    # Not `sleep`: the CLI's Bash tool refuses a long leading sleep at once, and the case would end in seconds.
     (slow / "model_script.yaml").write_text(yaml.safe_dump([
-        {"tool": "Bash", "input": {"command": "sleep 9999"}}, {"text": "x"}]))
+        {"tool": "Bash", "input": {"command": "tail -f /dev/null"}}, {"text": "x"}]))
     (root / "cases" / "001-shopping").rename(root / "cases" / "000-shopping")  # runs first
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     process = subprocess.Popen([sys.executable, "-m", "agent_eval_sandbox", "run", "--offline", "--run-id", "r1"],
@@ -160,7 +161,7 @@ def test_resume_after_a_real_ctrl_c(tmp_path: Path) -> None:
     assert result["interrupted"] is False and result["planned"] == 3 and result["finished"] == 3
     assert result["per_case"]["000-shopping"]["started_at"] == kept_started  # kept, not run again
     assert result["per_case"]["002-reading"]["completed"] is True
-    # Run again in the resume (how the sleeping Bash call ends is the CLI's business: its deadline or the tool's).
+    # Run again in the resume (how the endless Bash call ends is the CLI's business: its deadline or the tool's).
     slow_again = result["per_case"]["003-slow"]
     assert slow_again["ran"] is True and slow_again["end_reason"] != "interrupted"
     summary = yaml.safe_load((run_dir / "summary.yaml").read_text())
@@ -182,3 +183,56 @@ def test_epochs_run_each_case_in_its_own_sandbox_and_aggregate(tmp_path: Path) -
     entry = epochs["per_case"]["002-reading"]["note_written"]
     assert entry["passed"] == 3 and entry["pass@3"] == 1.0 and entry["pass^3"] == 1.0 and entry["mean"] == 1.0
     assert "pass@3=1.000 pass^3=1.000" in ran.stderr
+
+
+def test_quiet_prints_the_verdict_line_only_and_verbose_each_stage(tmp_path: Path) -> None:
+    root = _starter(tmp_path)
+    quiet = cli("run", "--offline", "-q", cwd=root)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+    (line,) = quiet.stdout.splitlines()
+    assert line.startswith("PASS: starter run ") and "2/2 cases completed, 0 regression(s) (exit 0)" in line
+    loud = cli("run", "--offline", "-v", "--case", "001-*", cwd=root)
+    assert loud.returncode == 0, loud.stderr
+    # progress before the first case, in order, then each stage of the case
+    said = loud.stderr
+    steps = ["sandbox image: checking", "sandbox image: agent-eval-sandbox",
+             "checking that the sandboxes can mount", "staging the project", "running 1 case(s)",
+             "debug: case 001-shopping: starting", "debug: case 001-shopping: running",
+             "debug: case 001-shopping: collecting"]
+    positions = [said.find(step) for step in steps]
+    assert -1 not in positions and positions == sorted(positions), said
+    assert "debug: agent-eval-sandbox:" in said and "is present: no build" in said  # the image decision
+    plain = cli("run", "--offline", "--case", "001-*", cwd=root)
+    assert "sandbox image: checking" in plain.stderr and "debug:" not in plain.stderr
+
+
+def test_mlflow_block_logs_the_judged_run_to_a_local_sqlite_store(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    root = _starter(tmp_path)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    eval_yaml = root / "eval.yaml"
+    eval_yaml.write_text(eval_yaml.read_text() + f"\nmlflow:\n  experiment: starter-exp\n  tracking_uri: {store}\n"
+                         "  tags: {suite: nightly}\n")
+    ran = cli("run", "--offline", "--json", "--strict", "--run-id", "tracked", cwd=root)
+    assert ran.returncode == 0, ran.stderr
+    assert "warning: mlflow" not in ran.stderr, ran.stderr
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.get_experiment_by_name("starter-exp")
+    assert experiment is not None
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert logged.info.run_name == "tracked" and logged.info.status == "FINISHED"
+    assert logged.data.params["run_id"] == "tracked" and logged.data.params["offline"] == "True"
+    assert logged.data.tags["suite"] == "nightly" and logged.data.tags["regressions_detected"] == "no"
+    metrics = logged.data.metrics
+    assert metrics["note_written/pass_rate"] == 1.0 and metrics["num_cases"] == 2.0
+    top = {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert {"summary.yaml", "report.html", "run_result.json", "cases"} <= top, top
+    case_files = {a.path for a in client.list_artifacts(logged.info.run_id, "cases/001-shopping")}
+    assert "cases/001-shopping/transcript.jsonl" in case_files, case_files
+    traces = client.search_traces(locations=[experiment.experiment_id])
+    by_case = {t.data.spans[0].name: t for t in traces}
+    assert sorted(by_case) == ["001-shopping", "002-reading"]
+    outputs = by_case["002-reading"].data.spans[0].outputs
+    assert outputs["end_reason"] == "exited" and outputs["judges"]["note_written"]["value"] is True

@@ -70,11 +70,12 @@ def test_every_case_and_judge_gets_a_verdict(tmp_path: Path) -> None:
     assert per_case["plain"]["gold_only"].rationale == "Skipped: condition 'annotations.get('tier') == 'gold'' is false"
     assert per_case["ok"]["gold_only"].value is True
     assert per_case["plain"]["needs_tier"].status == "error" and "raised KeyError" in per_case["plain"]["needs_tier"].error
-    assert per_case["ok"]["tool_judge"].status == "skipped" and "not implemented" in per_case["ok"]["tool_judge"].rationale
+    # the agent judge has no model here: an error where the case ran (no sandbox starts), not_run where it did not
+    assert per_case["ok"]["tool_judge"].status == "error" and "no model" in per_case["ok"]["tool_judge"].error
     judges = result.summary.judges
     assert judges["gold_only"].skipped_cases == 1 and judges["needs_tier"].errored_cases == 1
     assert judges["has_report"].not_run_cases == 1 and judges["has_report"].pass_rate == 1 / 3
-    assert judges["tool_judge"].status == "SKIP"
+    assert judges["tool_judge"].status == "ERROR"
 
 
 def test_a_failing_threshold_exits_1_and_names_the_threshold(tmp_path: Path) -> None:
@@ -83,7 +84,7 @@ def test_a_failing_threshold_exits_1_and_names_the_threshold(tmp_path: Path) -> 
     assert result.text_lines()[-4:] == [
         "REGRESSIONS: 3 detected",
         "  [has_report] pass_rate: >= 0.5 -> 0.3333",
-        "  [tool_judge] pass_rate: >= 0.5 -> n/a   no case was judged: 1 of 3 never ran, 2 skipped (see the cases' end reasons)",
+        "  [tool_judge] pass_rate: >= 0.5 -> n/a   no case was judged: 1 of 3 never ran, 2 errored (see the cases' end reasons)",
         "  [budget] error_rate: <= 0.0 -> 0.3333",
     ]
 

@@ -243,3 +243,27 @@ def test_the_measured_lists_are_of_the_default_cli_version():
     from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
 
     assert MEASURED_VERSION == DEFAULT_CLAUDE_VERSION
+
+
+AGENT_JUDGE = EVAL + "  - {name: grader, llm_rubric: 'Grade it.', samples: 2, agent: {allowed_tools: [Bash]}}\n"
+
+
+def test_agent_judge_scripts_are_parsed_and_a_missing_one_is_a_warning(project):
+    project.case("c1", GOOD)
+    project.case("c2", GOOD)
+    eval_text = AGENT_JUDGE
+    _, _, checks = project.check(eval_text)
+    assert checks.warnings == ["--offline: no judge_scripts/<judge>.yaml plays agent judge grader on c1, grader on c1 "
+                               "(sample 2), grader on c2, grader on c2 (sample 2): that judge errors on that case"]
+    # one for every sample and case beside eval.yaml; sample 2 of c2 has its own, in the case's directory
+    project.write("judge_scripts/grader.yaml", yaml.safe_dump(GOOD))
+    project.write("cases/c2/judge_scripts/grader.2.yaml", yaml.safe_dump([{"text": "x", "delay_s": -1}]))
+    with pytest.raises(ConfigError) as caught:
+        project.check(eval_text)
+    where = project.root / "cases/c2/judge_scripts/grader.2.yaml"
+    assert caught.value.render().startswith(f"agent judge 'grader': {where}: steps[0].delay_s (step 1)")
+    project.write("cases/c2/judge_scripts/grader.2.yaml", yaml.safe_dump([{"tool": "Bsh", "input": {}}]))
+    _, _, checks = project.check(eval_text)
+    assert len(checks.warnings) == 1 and "agent judge 'grader'" in checks.warnings[0], checks.warnings
+    assert "tool 'Bsh' (did you mean 'Bash'?)" in checks.warnings[0]
+    assert "offline scripts: 4 parsed" in checks.checked

@@ -94,7 +94,7 @@ def test_dry_run_json_defaults(tmp_path):
 def test_warnings_go_to_stderr_and_do_not_fail(tmp_path):
     (tmp_path / "cases" / "c1").mkdir(parents=True)
     (tmp_path / "cases" / "c1" / "input.yaml").write_text("prompt: hello\n")
-    (tmp_path / "eval.yaml").write_text("mlflow: {experiment: e}\nexecution: {prompt: '{prompt}'}\ndataset: {path: cases}\n")
+    (tmp_path / "eval.yaml").write_text("matrix: {models: [a]}\nexecution: {prompt: '{prompt}'}\ndataset: {path: cases}\n")
     result = cli("validate", str(tmp_path / "eval.yaml"))
     assert result.returncode == 0
-    assert "warning:" in result.stderr and "'mlflow'" in result.stderr
+    assert "warning:" in result.stderr and "'matrix'" in result.stderr

@@ -298,6 +298,8 @@ def test_results_that_cannot_be_collected_are_the_cases_error(eval_project, make
     assert outcome.end_reason == "error"
     assert outcome.error.startswith("collecting the case's results failed: OSError") and "No space" in outcome.error
     assert outcome.gateway.requests == 2  # what the case spent is still counted
+    # its agent ran: the case is never recorded as one that did not (nor judged as never-ran)
+    assert outcome.ran and outcome.exit_code == 0 and outcome.agent_duration_s is not None
     assert json.loads(pipeline.case_dir("c1").result.read_text())["error"] == outcome.error
     _no_sandbox_left(backend)
 

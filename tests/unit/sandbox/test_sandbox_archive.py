@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import stat
 import tarfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
 from agent_eval_sandbox.sandbox.archive import (
+    MAX_DEPTH,
     ChunkStream,
     extract_tar,
     safe_parts,
@@ -334,3 +336,19 @@ def test_git_metadata_is_never_extracted_at_any_depth(dest):
     assert git == [".git", "hfs/.g\u200cit", "mac/.GIT", "ntfs/.git.", "short/GIT~1", "sub/.git"]
     # a hardlink to a git file has nothing extracted to copy from
     assert [s.path for s in report.skipped if s.kind == "hardlink"] == ["keep/f"]
+
+
+def test_nothing_deeper_than_the_depth_cap_is_extracted(dest):
+    """An agent's 1,500-level tree would break the host's recursive tools (rmtree, copytree): it is cut
+    at MAX_DEPTH, reported once, and the rest of the archive is extracted as usual."""
+    deep = "/".join(["ab"] * 1500)
+    members = [("workspace", "dir", None)]
+    members += [("workspace/" + "/".join(["ab"] * n), "dir", None) for n in range(1, 1501)]
+    members += [(f"workspace/{deep}/leaf.txt", "file", "x"), ("workspace/out/answer.txt", "file", "42")]
+    report = extract(build_tar(*members), dest, strip="workspace")
+    assert (dest / "out" / "answer.txt").read_text() == "42"
+    depths = [len(p.relative_to(dest).parts) for p in dest.rglob("*")]
+    assert max(depths) == MAX_DEPTH
+    deep_skips = [s for s in report.skipped if s.kind == "too_deep"]
+    assert [s.path for s in deep_skips] == ["/".join(["ab"] * MAX_DEPTH)]
+    shutil.rmtree(dest)  # the host's recursive tools cope with what was extracted
