@@ -149,11 +149,14 @@ def test_score_run_time_limits_each_sample_and_imports_from_the_project_root(tmp
     assert [per_case[c]["fine"].value for c in sorted(cases)] == [False, True, True]
     assert [per_case[c]["external"].value for c in sorted(cases)] == [0, 3, 6]
     assert [per_case[c]["budget"].value for c in sorted(cases)] == [True, True, False]
-    assert all(per_case[c]["tools"].value is True for c in cases)
+    # no tool calls in these cases: nothing to judge, which is not a pass
+    assert all(per_case[c]["tools"].status == "error" and per_case[c]["tools"].value is None
+               and (per_case[c]["tools"].error or "").startswith("nothing to judge:") for c in cases)
     assert result.exit_code == 1
     assert [c.line() for c in result.summary.thresholds.regressions] == [
         "[fine] pass_rate: >= 1.0 -> 0.6667",
-        "[hang] error_rate: <= 0.0 -> 1.0",
+        "[hang] error_rate: <= 0.0 -> 1.0   error_rate unavailable — judge errored on 3 cases; see the per-case "
+        "rationales",
     ]
 
 

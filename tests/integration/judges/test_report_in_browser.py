@@ -135,7 +135,7 @@ def _section_text(dom: _Dom, start: str, end: str) -> str:
 def test_a_failing_run_reads_failures_first_with_each_conversation_inline(
         tmp_path: Path, chromium: str, record_property: Callable[[str, object], None]) -> None:
     result = score_run(make_failing_run(tmp_path))
-    assert result.exit_code == 1
+    assert result.exit_code == 4  # a case hit an infrastructure error: that wins over the regression
     dom = _open_alone(result.reports.html, tmp_path, "failing", chromium, record_property)
     text = dom.text
 

@@ -92,3 +92,11 @@ def test_signal_of():
     assert signal_of(128) is None
     assert signal_of(255) is None
     assert signal_of(1) is None
+
+
+def test_a_forged_lower_counter_line_cannot_hide_the_real_one():
+    """A process the agent left behind once wrote `oom_kill 0` lines into the probe's output after the real
+    ones (the last line won): the counters only grow, so the highest figure stands."""
+    real = "/sys/fs/cgroup/memory.events:oom_kill 1\n/sys/fs/cgroup/pids.events:max 7\n"
+    forged = "/sys/fs/cgroup/memory.events:oom_kill 0\n/sys/fs/cgroup/pids.events:max 0\n"
+    assert parse_probe(real + forged) == CgroupCounters(oom_kills=1, pids_refused=7)
