@@ -120,12 +120,14 @@ def _check_scripts(loaded: LoadedConfig, invocations: list[Invocation], result: 
     for invocation in invocations:
         case_dirs = [case.dir for case in invocation.cases]
         model = scripts.model_script_path(case_dirs, loaded.dataset_dir, batch=batch)
-        if model.is_file():
-            script = _check_script(model, _label(invocation, batch), result)
+        # A pipeline's step may have its own script; the case's answers the steps without one.
+        own = [scripts.step_script_path(case_dirs[0], step_id) for step_id in loaded.config.execution.step_ids]
+        for found in (path for path in [model, *own] if path.is_file()):
+            script = _check_script(found, _label(invocation, batch), result)
             if claude_version == MEASURED_VERSION:  # other versions have other tools
                 result.warnings += unknown_tool_warnings(script, _label(invocation, batch))
             checked += 1
-        else:
+        if not model.is_file() and not (own and all(path.is_file() for path in own)):
             missing.append(invocation.id)
         # A case's own hook script (batch mode uses only the one beside eval.yaml).
         own_hook = case_dirs[0] / scripts.HOOK_SCRIPT

@@ -29,13 +29,15 @@ from agent_eval_sandbox.errors import RunDirError
 from agent_eval_sandbox.host_env import untrusted_free_env
 from agent_eval_sandbox.judges.kinds import AgentJudge, Judge, JudgeServices, JudgeSetup, make_judge
 from agent_eval_sandbox.judges.llm import ModelJudge
-from agent_eval_sandbox.judges.record import build_record, read_case_files
+from agent_eval_sandbox.judges.record import CaseFiles, build_record, read_case_files
 from agent_eval_sandbox.judges.results import CaseResult, Sample
 from agent_eval_sandbox.judges.standing import not_run_reason, standing
+from agent_eval_sandbox.judges.steps import by_step, step_files, step_not_run_reason
 from agent_eval_sandbox.judges.worker_pool import WorkerPool, encode_json
 from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy
 from agent_eval_sandbox.report.build import ScoreResult, finish_summary, run_cost, write_reports
 from agent_eval_sandbox.report.summary import compute_run_metrics, read_cases, summarize
+from agent_eval_sandbox.rundir.layout import CaseDir
 from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun, open_finished_run
 from agent_eval_sandbox.runner.model_access import OfflineModels
@@ -56,6 +58,54 @@ def judge_case(judges: list[Judge], record: dict[str, Any],
         results[judge.name] = result
         off_scale += [(judge.name, s) for s in samples if s.off_scale]
     return results, off_scale
+
+
+ScoreGroup = Callable[[list[Judge], dict[str, Any]], tuple[dict[str, CaseResult], list[tuple[str, Sample]]]]
+
+
+def group_scorer(services: JudgeServices, case_id: str, case_dir: Path, planned: Planned,
+                 lock: threading.Lock) -> ScoreGroup:
+    """Judges of one case on a record: the in-process ones now, the agent judges planned (their
+    samples run in sandboxes of their own once every case is through)."""
+    def score_group(group: list[Judge], record: dict[str, Any]
+                    ) -> tuple[dict[str, CaseResult], list[tuple[str, Sample]]]:
+        found, rejected = judge_case([j for j in group if not isinstance(j, AgentJudge)], record, services)
+        settled, case_plan = plan_case([j for j in group if isinstance(j, AgentJudge)], record, case_id, case_dir)
+        with lock:
+            planned.extend(case_plan)
+        return {**found, **settled}, rejected
+
+    return score_group
+
+
+def judge_case_and_steps(judges: list[Judge], scopes: dict[str, str | None], files: CaseFiles,
+                         outcome: CaseOutcome | None, config: EvalConfig,
+                         score_group: ScoreGroup) -> tuple[dict[str, CaseResult], list[tuple[str, Sample]]]:
+    """Whole-case judges on the case's record; each step's judges on the step's own (judges/steps.py).
+    `score_group` judges a group on a record: the results it settled (an agent judge's come later)."""
+    groups = by_step([(j.name, scopes.get(j.name)) for j in judges])
+    results: dict[str, CaseResult] = {}
+    off_scale: list[tuple[str, Sample]] = []
+    for step_id, names in groups.items():
+        group = [j for j in judges if j.name in names]
+        if step_id is None:
+            found, rejected = score_group(group, build_record(files, config.outputs, config.traces))
+            results.update(marked(found, outcome))
+            off_scale += rejected
+            continue
+        skip = step_not_run_reason(outcome, step_id)
+        step = outcome.step(step_id) if outcome is not None else None
+        if skip is not None or step is None:
+            end_reason, reason = skip or ("error", f"not judged: step {step_id} has no recorded outcome")
+            results.update({j.name: CaseResult.not_run(j.judge_type, end_reason, reason) for j in group})
+            continue
+        record = build_record(step_files(files, step, CaseDir(files.case_dir)), config.outputs, config.traces)
+        found, rejected = score_group(group, record)
+        if not step.completed:
+            found = {name: result.marked_incomplete(step.end_reason) for name, result in found.items()}
+        results.update(found)
+        off_scale += rejected
+    return {j.name: results[j.name] for j in judges if j.name in results}, off_scale
 
 
 def not_judged(judges: list[Judge], outcome: CaseOutcome | None) -> dict[str, CaseResult]:
@@ -118,8 +168,7 @@ def score_run(
     warnings = [*loaded.warnings, *run.problems]
     setup = JudgeSetup(loaded, os.environ, samples)
     judges = [make_judge(j, setup) for j in config.scored_judges]
-    in_process = [j for j in judges if not isinstance(j, AgentJudge)]
-    agent_judges = [j for j in judges if isinstance(j, AgentJudge)]
+    scopes = {j.name: j.step for j in config.scored_judges}
     planned: Planned = []
     case_ids = run.case_ids
     say(f"Judging {len(case_ids)} cases with {len(judges)} judges: {', '.join(j.name for j in judges) or 'none'}")
@@ -138,17 +187,11 @@ def score_run(
             try:
                 files = read_case_files(run, case_id, loaded)
                 problems = files.problems
-                record = build_record(files, config.outputs, config.traces)
+                scorer = group_scorer(services, case_id, files.case_dir, planned, lock)
+                results, off_scale = judge_case_and_steps(judges, scopes, files, outcome, config, scorer)
             except OSError as exc:  # e.g. a directory we may not read: the case errors, the run goes on
                 reason = f"the case's files could not be read: {exc}"
-                results = {j.name: CaseResult.errored(j.judge_type, reason) for j in judges}
-            else:
-                results, off_scale = judge_case(in_process, record, services)
-                settled, case_plan = plan_case(agent_judges, record, case_id, files.case_dir)
-                results.update(settled)
-                with lock:
-                    planned.extend(case_plan)
-            results = marked(results, outcome)
+                results = marked({j.name: CaseResult.errored(j.judge_type, reason) for j in judges}, outcome)
         with lock:
             per_case[case_id] = results
             warnings.extend(f"{case_id}: {problem}" for problem in problems)

@@ -73,10 +73,6 @@ def _step_warnings(config: EvalConfig) -> list[str]:
     warnings: list[str] = []
     step_hooks = [phase for phase in STEP_PHASES if config.hooks.phase(phase)]
     if execution.steps:
-        warnings.append(
-            f"execution.steps ({len(execution.steps)} steps) is validated but multi-step pipelines are not "
-            "run by agent-eval-sandbox yet; `run` will refuse this config"
-        )
         if execution.arguments:
             warnings.append("execution.arguments is ignored with execution.steps (each step has its own arguments)")
         for index, step in enumerate(execution.steps):

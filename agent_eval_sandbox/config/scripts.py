@@ -23,6 +23,17 @@ PAIRWISE_SCRIPT = "pairwise_script.yaml"
 # sample) or judge_scripts/<judge>.<n>.yaml (sample n), in the case's directory, else beside eval.yaml.
 JUDGE_AGENT_SCRIPTS = "judge_scripts"
 ALL = frozenset({MODEL_SCRIPT, HOOK_SCRIPT, JUDGE_SCRIPT, PAIRWISE_SCRIPT, JUDGE_AGENT_SCRIPTS})
+# A pipeline's step may have a script of its own in the case's directory: model_script.<step-id>.yaml.
+STEP_SCRIPT_PREFIX, STEP_SCRIPT_SUFFIX = "model_script.", ".yaml"
+
+
+def is_script_name(name: str) -> bool:
+    """A file name the offline scripts use (never staged anywhere an agent could read it)."""
+    return name in ALL or (name.startswith(STEP_SCRIPT_PREFIX) and name.endswith(STEP_SCRIPT_SUFFIX))
+
+
+def step_script_path(case_dir: Path, step_id: str) -> Path:
+    return case_dir / f"{STEP_SCRIPT_PREFIX}{step_id}{STEP_SCRIPT_SUFFIX}"
 
 
 def model_script_path(case_dirs: list[Path], dataset_dir: Path, *, batch: bool) -> Path:

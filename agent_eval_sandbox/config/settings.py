@@ -84,11 +84,7 @@ def resolve_run_settings(config: EvalConfig, cli: CliOverrides, *, num_cases: in
 def require_runnable(config: EvalConfig, settings: RunSettings, *, config_path: str) -> None:
     """The checks `run` needs beyond a valid config (a dry run reports instead)."""
     if config.execution.steps:
-        raise ConfigError(
-            "execution.steps (multi-step pipelines) is not run by agent-eval-sandbox yet",
-            file=config_path,
-            fix="run the steps as separate evals with execution.skill or execution.prompt for now",
-        )
+        return  # each step runs its own skill or prompt (config/models.StepConfig checks one is set)
     if not config.execution.skill and not config.execution.prompt:
         raise ConfigError(
             "nothing to run: neither execution.skill nor execution.prompt is set",

@@ -62,9 +62,12 @@ def missing_field_error(field: str) -> TemplateError:
     )
 
 
-def _render_jinja(template: str, data: Mapping[str, Any]) -> str:
+def _render_jinja(template: str, data: Mapping[str, Any], steps: Mapping[str, Any] | None = None) -> str:
+    names: dict[str, Any] = {"input": dict(data)}
+    if steps is not None:
+        names["steps"] = dict(steps)
     try:
-        return _JINJA.from_string(template).render(input=dict(data))
+        return _JINJA.from_string(template).render(**names)
     except UndefinedError as exc:
         match = _UNDEFINED_NAME.search(str(exc))
         field = next((g for g in match.groups() if g), str(exc)) if match else str(exc)
@@ -75,10 +78,18 @@ def _render_jinja(template: str, data: Mapping[str, Any]) -> str:
         raise TemplateError(f"template failed to render: {type(exc).__name__}: {exc}") from None
 
 
-def _render_braces(template: str, data: Mapping[str, Any]) -> str:
+def _dotted(steps: Mapping[str, Any], field: str) -> Any:
+    """`steps.<id>.<key>` in a brace template."""
+    value: Any = steps
+    for part in field.split(".")[1:]:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _render_braces(template: str, data: Mapping[str, Any], steps: Mapping[str, Any] | None = None) -> str:
     def substitute(match: re.Match[str]) -> str:
         field, optional = match.group(1), match.group(2) == "?"
-        value = data.get(field)
+        value = _dotted(steps, field) if steps is not None and field.startswith("steps.") else data.get(field)
         if _is_empty(value):
             if optional:
                 return ""
@@ -88,8 +99,9 @@ def _render_braces(template: str, data: Mapping[str, Any]) -> str:
     return BRACE_FIELD.sub(substitute, template).strip()
 
 
-def render_template(template: str, data: Mapping[str, Any]) -> str:
-    """Render an arguments/prompt template for one case's input."""
+def render_template(template: str, data: Mapping[str, Any], steps: Mapping[str, Any] | None = None) -> str:
+    """Render an arguments/prompt template for one case's input (and, in a pipeline's step, `steps`:
+    the earlier steps' `{output, exit_code, files}` by step id)."""
     if is_jinja(template):
-        return _render_jinja(template, data)
-    return _render_braces(template, data)
+        return _render_jinja(template, data, steps)
+    return _render_braces(template, data, steps)

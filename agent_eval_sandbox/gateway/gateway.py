@@ -517,6 +517,16 @@ class Channel(UnixSocketService):
     def spent_usd(self) -> float:
         return self.ledger.spent_usd
 
+    def begin_step(self, cap_usd: float, upstream_url: str | None = None) -> None:
+        """A pipeline's next step: a fresh record of the conversation (each step is its own CLI
+        session, checked against what the model said to it alone), a cap on what it may spend
+        within the case's budget, and, offline, the scripted model that answers it."""
+        with self._lock:
+            self.conversation = ConversationRecord()
+            if upstream_url is not None:
+                self.upstream_url = checked_upstream_url(upstream_url)
+        self.ledger.cap_next(cap_usd)
+
     @property
     def usage(self) -> Usage:
         """The tokens of every model answer this channel forwarded (the truth of what the case used)."""

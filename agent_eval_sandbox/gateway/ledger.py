@@ -33,16 +33,36 @@ class Ledger:
         self._lock = threading.Lock()
         self._spent_usd = 0.0
         self._open: set[Reservation] = set()
+        # A pipeline's step spends under a cap of its own as well: a ceiling on the case's total.
+        self._ceiling_usd: float | None = None
+        self._cap_usd: float | None = None
+
+    def _limit(self) -> float:
+        return self.budget_usd if self._ceiling_usd is None else min(self.budget_usd, self._ceiling_usd)
 
     def _remaining(self) -> float:
-        return self.budget_usd - self._spent_usd - sum(r.amount_usd for r in self._open)
+        return self._limit() - self._spent_usd - sum(r.amount_usd for r in self._open)
+
+    def cap_next(self, cap_usd: float | None) -> None:
+        """From now on spend at most `cap_usd` more (within the budget); None lifts the cap."""
+        with self._lock:
+            self._cap_usd = cap_usd
+            self._ceiling_usd = None if cap_usd is None else self._spent_usd + cap_usd
+
+    @property
+    def left_usd(self) -> float:
+        """What the whole budget still allows, before any step's cap."""
+        with self._lock:
+            return self.budget_usd - self._spent_usd - sum(r.amount_usd for r in self._open)
 
     def admit(self, body: Mapping[str, Any], body_bytes: int, price: ModelPrice,
               *, max_tokens_ceiling: int) -> tuple[Admission, Reservation | None]:
         """A Messages request's admission and, if it is allowed, its reservation."""
         with self._lock:
             admission = admit(body, body_bytes, price, remaining_usd=self._remaining(),
-                              max_tokens_ceiling=max_tokens_ceiling, budget_usd=self.budget_usd)
+                              max_tokens_ceiling=max_tokens_ceiling,
+                              budget_usd=self.budget_usd if self._cap_usd is None else min(self.budget_usd,
+                                                                                           self._cap_usd))
             if not admission.allowed:
                 return admission, None
             reservation = Reservation(admission.reserve_usd)

@@ -16,7 +16,7 @@ RUN_VARS = (
     "AGENT_EVAL_PROJECT_ROOT",
     "AGENT_EVAL_MODEL",
 )
-CASE_VARS = ("CASE_ID", "CASE_WORKSPACE", "CASE_SOURCE_DIR", "CASE_INPUT", "CASE_RUN_DIR")
+CASE_VARS = ("CASE_ID", "CASE_WORKSPACE", "CASE_SOURCE_DIR", "CASE_INPUT", "CASE_RUN_DIR", "STEP_ID", "STEP_INDEX")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,14 @@ class CaseInfo:
     source_dir: Path  # the case directory under dataset.path
     input_path: Path  # the case's input.yaml
     run_dir: Path | None = None  # the case's folder of the run directory (CASE_RUN_DIR)
+    # In before_step/after_step: the step (STEP_ID, STEP_INDEX, 0-based).
+    step_id: str | None = None
+    step_index: int | None = None
+
+    def step_env(self) -> dict[str, str]:
+        if self.step_id is None:
+            return {}
+        return {"STEP_ID": self.step_id, "STEP_INDEX": str(self.step_index if self.step_index is not None else "")}
 
 
 def host_cwd(phase: Phase, run: RunInfo, case: CaseInfo | None) -> Path:
@@ -92,6 +100,7 @@ def host_env(run: RunInfo, case: CaseInfo | None) -> dict[str, str]:
             CASE_INPUT=str(case.input_path),
             CASE_RUN_DIR=str(case.run_dir) if case.run_dir is not None else "",
         )
+        env.update(case.step_env())
     return env
 
 
@@ -114,4 +123,5 @@ def container_env(run: RunInfo, case: CaseInfo, workspace: str) -> dict[str, str
         "CASE_SOURCE_DIR": "",
         "CASE_INPUT": f"{workspace.rstrip('/')}/input.yaml",
         "CASE_RUN_DIR": "",
+        **case.step_env(),
     }

@@ -14,6 +14,8 @@ from agent_eval_sandbox.lifecycle.outputs import HookOutputs
 class Phase(enum.StrEnum):
     BEFORE_ALL = "before_all"
     BEFORE_EACH = "before_each"
+    BEFORE_STEP = "before_step"
+    AFTER_STEP = "after_step"
     AFTER_EACH = "after_each"
     BEFORE_SCORING = "before_scoring"
     AFTER_ALL = "after_all"
@@ -22,11 +24,11 @@ class Phase(enum.StrEnum):
     @property
     def aborting(self) -> bool:
         """A failing `on_failure: fail` hook stops what follows; the others always continue."""
-        return self in (Phase.BEFORE_ALL, Phase.BEFORE_EACH, Phase.BEFORE_SCORING)
+        return self in (Phase.BEFORE_ALL, Phase.BEFORE_EACH, Phase.BEFORE_STEP, Phase.BEFORE_SCORING)
 
     @property
     def per_case(self) -> bool:
-        return self in (Phase.BEFORE_EACH, Phase.AFTER_EACH)
+        return self in (Phase.BEFORE_EACH, Phase.AFTER_EACH, Phase.BEFORE_STEP, Phase.AFTER_STEP)
 
     @property
     def collects_outputs(self) -> bool:

@@ -162,7 +162,10 @@ class HookRunner:
     def _run_one(
         self, phase: Phase, index: int, hook: HookEntry, case: CaseInfo | None, sandbox: SandboxSource
     ) -> HookResult:
-        log_path = self.run_info.log_dir / log_name(phase, _case_id(case), index)
+        case_id = _case_id(case)
+        if case is not None and case.step_id is not None:
+            case_id = f"{case_id}.{case.step_id}"
+        log_path = self.run_info.log_dir / log_name(phase, case_id, index)
         started = time.monotonic()
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ run directory. A case the page has no room for gets a stub with its verdicts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agent_eval_sandbox.judges.results import CaseResult, JudgeStats
 from agent_eval_sandbox.report.failures import judged_incomplete
@@ -27,6 +28,7 @@ from agent_eval_sandbox.report.html_parts import (
     seconds,
     size,
 )
+from agent_eval_sandbox.report.summary import step_line
 from agent_eval_sandbox.report.view import CaseView, FileView
 from agent_eval_sandbox.rundir.models import CaseOutcome
 
@@ -192,6 +194,19 @@ def _integrity(outcome: CaseOutcome | None) -> str:
             f"{count(check.unverified)} not verified (marked {UNVERIFIED} below).{table}{more_note}</div>")
 
 
+def _steps(outcome: CaseOutcome, events: Sequence[Mapping[str, Any]], budget: Budget, events_file: str) -> str:
+    """A pipeline's conversation, step by step, each under a line of how the step ended."""
+    parts = []
+    for step in outcome.steps:
+        own = [e for e in events if e.get("step") == step.step_id]
+        css = "ok" if step.ran and not step.failed else ("warn" if step.ran else "muted")
+        line = esc(step_line(step, named=False))
+        parts.append(f'<h5 class="step {css}">Step <code>{esc(step.step_id)}</code>: {line}</h5>')
+        if own:
+            parts.append(render_conversation(own, budget, events_file))
+    return "".join(parts)
+
+
 def _where(case: CaseView) -> str:
     if not case.present:
         return '<p class="where muted">The run directory has nothing more of this case.</p>'
@@ -234,7 +249,9 @@ def render_case(case: CaseView, results: Mapping[str, CaseResult], judges: Mappi
                      f"{pre(budget, case.input.text, PROMPT_CAP, case.input.path)}</details>")
     parts.append('<div class="part"><h4>Conversation</h4>')
     parts.append(_integrity(outcome))
-    if case.events is not None:
+    if case.events is not None and outcome is not None and outcome.steps:
+        parts.append(_steps(outcome, case.events, budget, events_file))
+    elif case.events is not None:
         parts.append(render_conversation(case.events, budget, events_file))
     if case.events_note:
         parts.append(f'<p class="muted">{esc(case.events_note)}</p>')

@@ -31,7 +31,7 @@ from agent_eval_sandbox.judges.thresholds import (
     regressions,
 )
 from agent_eval_sandbox.rundir.layout import RunDir
-from agent_eval_sandbox.rundir.models import CaseOutcome
+from agent_eval_sandbox.rundir.models import CaseOutcome, StepOutcome
 from agent_eval_sandbox.rundir.read import FinishedRun, read_data
 from agent_eval_sandbox.rundir.write import write_json, write_yaml
 
@@ -55,6 +55,22 @@ class CaseEnding(BaseModel):
     exit_code: int | None = None
     duration_s: float | None = None
     error: str | None = None
+    steps: list[str] = Field(default_factory=list)  # a pipeline's steps, one line each (`step_line`)
+
+
+def step_line(step: StepOutcome, *, named: bool = True) -> str:
+    """`<id>: <end reason> (exit N) after Xs`, or why it never ran (without the id unless `named`)."""
+    name = f"{step.step_id}: " if named else ""
+    if not step.ran:
+        return f"{name}not run" + (f" ({step.skipped or step.error})" if step.skipped or step.error else "")
+    line = f"{name}{step.end_reason}"
+    if step.exit_code is not None:
+        line += f" (exit {step.exit_code})"
+    if step.duration_s is not None:
+        line += f" after {step.duration_s:.1f}s"
+    if step.failed and step.on_failure == "continue":
+        line += ", on_failure: continue"
+    return line
 
 
 class CaseCounts(BaseModel):
@@ -82,7 +98,10 @@ class CaseCounts(BaseModel):
 
     def to_data(self) -> dict[str, Any]:
         data = self.model_dump(mode="json", exclude={"endings"})
-        data["endings"] = {case: e.model_dump(mode="json", exclude_none=True) for case, e in self.endings.items()}
+        # `steps` only for a pipeline's cases: a summary of other runs reads as before.
+        data["endings"] = {case: e.model_dump(mode="json", exclude_none=True,
+                                              exclude={"steps"} if not e.steps else None)
+                           for case, e in self.endings.items()}
         return data
 
 
@@ -90,7 +109,8 @@ def case_ending(outcome: CaseOutcome | None) -> CaseEnding:
     if outcome is None:
         return CaseEnding(end_reason="error", ran=False, completed=False, error="no outcome was recorded for the case")
     return CaseEnding(end_reason=outcome.end_reason, ran=agent_ran(outcome), completed=standing(outcome) == "completed",
-                      exit_code=outcome.exit_code, duration_s=outcome.duration_s, error=outcome.error)
+                      exit_code=outcome.exit_code, duration_s=outcome.duration_s, error=outcome.error,
+                      steps=[step_line(step) for step in outcome.steps])
 
 
 def count_cases(outcomes: Mapping[str, CaseOutcome | None], *, planned: int = 0,

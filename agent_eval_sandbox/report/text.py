@@ -121,6 +121,16 @@ def not_completed_lines(summary: Summary, limit: int = MAX_FAILURE_LINES) -> lis
     return [f"NOT COMPLETED: {len(lines)} of {cases.planned} cases", *lines[:limit], *more]
 
 
+def step_lines(summary: Summary, limit: int = MAX_FAILURE_LINES) -> list[str]:
+    """A pipeline's cases: a line per step (its end reason and exit code, or why it never ran)."""
+    cases = summary.cases
+    if cases is None or not any(e.steps for e in cases.endings.values()):
+        return []
+    lines = [f"  {case_id}: " + " · ".join(e.steps) for case_id, e in cases.endings.items() if e.steps]
+    more = [f"  … and {len(lines) - limit} more (see report.html)"] if len(lines) > limit else []
+    return ["STEPS:", *lines[:limit], *more]
+
+
 def run_lines(summary: Summary) -> list[str]:
     """The run-level verdicts beside the thresholds: interrupted, infrastructure errors, nothing completed."""
     cases = summary.cases
@@ -172,6 +182,7 @@ def text_lines(summary: Summary, run_dir: Path, html: Path) -> list[str]:
     if cost is not None:
         lines.append(f"  cost: {cost}")
     lines += failure_lines(summary)
+    lines += step_lines(summary)
     lines += not_completed_lines(summary)
     lines += [f"run directory: {run_dir}", f"  report: {html}"]
     lines += run_lines(summary)

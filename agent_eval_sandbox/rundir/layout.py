@@ -53,6 +53,7 @@ GATEWAY_LOG = "gateway.jsonl"
 TOOL_DECISIONS = "tool_decisions.jsonl"
 CASSETTE = "cassette.jsonl"
 REPLAY_DIFF = "replay_diff.txt"
+STEPS_DIR = "steps"  # a pipeline's steps: `steps/<step-id>/` holds a step's own prompt, logs, events, record
 REWARD_JSON = "reward.json"
 # An agent judge's runs on the case, one directory per sample: _judges/<judge>/<sample>/.
 JUDGES_DIR = "_judges"
@@ -65,7 +66,7 @@ CASE_HOOK_OUTPUTS = HOOK_OUTPUTS
 # A name added above belongs here.
 CASE_RECORDS = (INPUT, PROMPT, CASE_RESULT, STDOUT_LOG, STDERR_LOG, EVENTS, TRANSCRIPT, SUBAGENTS_DIR,
                 MODIFIED_DIR, WORKSPACE_DIFF, GATEWAY_LOG, TOOL_DECISIONS, CASE_HOOK_OUTPUTS, CASSETTE,
-                REPLAY_DIFF, REWARD_JSON, JUDGES_DIR)
+                REPLAY_DIFF, REWARD_JSON, JUDGES_DIR, STEPS_DIR)
 CASE_RECORD_NAMES = frozenset(CASE_RECORDS)
 
 # Inside an agent judge's sample directory.
@@ -204,6 +205,11 @@ class CaseDir:
     @property
     def result(self) -> Path:
         return self.path / CASE_RESULT
+
+    def step(self, step_id: str) -> CaseDir:
+        """`steps/<step-id>/` of a pipeline's case: the step's prompt.txt, stdout.log, stderr.log,
+        events.json and run_result.json (its `StepOutcome`), under the same names as a case's."""
+        return CaseDir(self.path / STEPS_DIR / step_id)
 
     def output(self, relative: str) -> Path:
         """A collected `outputs[].path` (relative to the workspace)."""

@@ -86,6 +86,64 @@ class Integrity(_Record):
     findings: list[dict[str, Any]] = Field(default_factory=list)
 
 
+class StepOutcome(_Record):
+    """One step of a pipeline (`execution.steps`): how its own `claude -p` ended and what it used.
+
+    A step that never started (an earlier `on_failure: fail` step failed, or the case's deadline
+    or budget ran out) has `ran: false` and says why in `skipped`.
+    """
+
+    step_id: str = ""
+    index: int = 0
+    exit_code: int | None = None
+    end_reason: EndReason = "error"
+    signal: int | None = None
+    duration_s: float | None = None
+    agent_duration_s: float | None = None
+    started_at: float | None = None
+    timeout_s: float | None = None  # the step's deadline: min(its own, what was left of the case's)
+    budget_usd: float | None = None  # the step's cap: min(its own, what was left of the case's)
+    token_usage: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float | None = None
+    cli_cost_usd: float | None = None
+    gateway: GatewayUse = Field(default_factory=GatewayUse)
+    num_turns: int | None = None
+    permission_denials: list[dict[str, Any]] = Field(default_factory=list)
+    limits_hit: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+    result: str | None = None
+    files: list[str] = Field(default_factory=list)  # workspace files the step added or modified
+    integrity: Integrity = Field(default_factory=Integrity)
+    on_failure: str = "fail"
+    skipped: str | None = None
+    error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_fields_are_not_read(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and ("ran" in data or "completed" in data):
+            return {k: v for k, v in data.items() if k not in ("ran", "completed")}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ran(self) -> bool:
+        return self.agent_duration_s is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completed(self) -> bool:
+        return self.ran and self.end_reason in COMPLETED_REASONS
+
+    @property
+    def failed(self) -> bool:
+        """What `on_failure` acts on: the step did not end by itself with exit code 0."""
+        return not self.completed or self.exit_code != 0
+
+    def to_data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
 class CaseOutcome(_Record):
     """How one invocation (a case; in batch mode, all of them) ended, and what it used."""
 
@@ -113,6 +171,11 @@ class CaseOutcome(_Record):
     changes: Changes = Field(default_factory=Changes)
     integrity: Integrity = Field(default_factory=Integrity)
     error: str | None = None
+    # A pipeline's steps in order, run or not (empty for a single invocation).
+    steps: list[StepOutcome] = Field(default_factory=list)
+
+    def step(self, step_id: str) -> StepOutcome | None:
+        return next((s for s in self.steps if s.step_id == step_id), None)
 
     @model_validator(mode="before")
     @classmethod

@@ -89,12 +89,18 @@ def judge_claude_argv(runner: RunnerConfig, *, model: str, budget_usd: float, al
     return argv
 
 
-def launcher_argv(agent_argv: list[str]) -> list[str]:
+# A pipeline's steps are sent their prompts on the exec's stdin: the channel directory is
+# copied into the sandbox once where the backend cannot bind-mount it (Kubernetes), and a
+# file the agent can write would let one step rewrite the next one's prompt.
+PROMPT_ON_STDIN = "/dev/stdin"
+
+
+def launcher_argv(agent_argv: list[str], *, prompt_file: str = paths.PROMPT_FILE) -> list[str]:
     return [
         *LAUNCHER_INTERPRETER, paths.LAUNCHER,
         "--gateway-socket", paths.GATEWAY_SOCKET,
         "--port", str(paths.FORWARDER_PORT),
-        "--prompt-file", paths.PROMPT_FILE,
+        "--prompt-file", prompt_file,
         "--", *agent_argv,
     ]
 

@@ -88,7 +88,8 @@ class AnswerKey:
 
     def covers(self, path: Path, st: os.stat_result | None = None) -> bool:
         """Whether `path` (absolute) is part of the key; `st` (not following links) adds the hard-link check."""
-        if path.name in self.names or path in self.paths or any(p in self.paths for p in path.parents):
+        named = path.name in self.names or scripts.is_script_name(path.name)
+        if named or path in self.paths or any(p in self.paths for p in path.parents):
             return True
         return st is not None and stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) in self.inodes
 

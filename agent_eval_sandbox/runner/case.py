@@ -18,6 +18,7 @@ have spent money. A case stopped by Ctrl-C/SIGTERM ends `interrupted`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import time
@@ -42,10 +43,12 @@ from agent_eval_sandbox.rundir.layout import CaseDir
 from agent_eval_sandbox.rundir.models import CaseOutcome, EndReason
 from agent_eval_sandbox.rundir.write import append_text, write_json
 from agent_eval_sandbox.runner import agent_command as ac
-from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
+from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, PipelineRun, StagedCase
 from agent_eval_sandbox.runner.collect import collect_case
+from agent_eval_sandbox.runner.collect_steps import collect_pipeline
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.plan import Invocation
+from agent_eval_sandbox.runner.step_loop import Pipeline
 from agent_eval_sandbox.runner.workspace import stage_invocation_workspace
 from agent_eval_sandbox.sandbox.archive import CopyOutReport
 from agent_eval_sandbox.sandbox.base import BindMount, ExecResult, Sandbox, SandboxError, SandboxInfraError, SandboxSpec
@@ -123,7 +126,9 @@ def prepare(ctx: RunContext, invocation: Invocation, slot: str, parts: CaseParts
     for case in invocation.cases:
         shutil.copyfile(case.input_file, ctx.run_dir.case(case.id).ensure().input)
     stage_invocation_workspace(ctx.config, invocation, workspace, repo_copy=ctx.repo_copy, is_denied=ctx.is_denied)
-    workspace_env, _ = ac.workspace_env(ctx.config, ctx.host_environ)
+    # A pipeline's steps each get execution.env with their own env over it in their environment
+    # (runner/steps.py): in the workspace's settings it would win over a step's.
+    workspace_env, _ = ({}, ()) if ctx.config.execution.steps else ac.workspace_env(ctx.config, ctx.host_environ)
     settings = build_container_settings(ctx.config, ctx.handlers, workspace_env=workspace_env)
     if settings.workspace_settings:
         (workspace / ".claude").mkdir(exist_ok=True)
@@ -252,13 +257,10 @@ def start_broker(ctx: RunContext, staged: StagedCase, parts: CaseParts, agent_en
     parts.broker = broker
 
 
-def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: CaseParts,
-              hook_outputs: HookOutputs, status: CaseStatus) -> ExecResult:
-    """`claude -p` in the sandbox, its output streamed to the case's logs, until it ends or its deadline."""
+def agent_start(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: CaseParts,
+                hook_outputs: HookOutputs) -> tuple[Sandbox, dict[str, str]]:
+    """The sandbox, the agent's environment and the hook broker, just before the agent starts."""
     box = sandbox.get()
-    plugin_dirs = [r.container_path for r in ctx.resources if "/.staged-plugins/" in r.container_path]
-    argv = ac.launcher_argv(ac.claude_argv(ctx.config, ctx.settings, plugin_dirs=plugin_dirs,
-                                           extra_flags=staged.settings.cli_flags))
     env = ac.agent_environment(ctx.config, ctx.settings, host_environ=ctx.host_environ,
                                hook_env=ctx.global_hook_outputs.merged(hook_outputs).env)
     for key in env.dropped:
@@ -268,10 +270,29 @@ def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: 
         raise SandboxError(INTERRUPTED)
     if parts.channel is not None and not parts.channel.serving:
         raise PlumbingError("the model gateway of the case stopped serving before the agent started")
+    return box, env.env
+
+
+def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: CaseParts,
+              hook_outputs: HookOutputs, status: CaseStatus) -> ExecResult:
+    """`claude -p` in the sandbox, its output streamed to the case's logs, until it ends or its deadline."""
+    box, env = agent_start(ctx, staged, sandbox, parts, hook_outputs)
+    plugin_dirs = [r.container_path for r in ctx.resources if "/.staged-plugins/" in r.container_path]
+    argv = ac.launcher_argv(ac.claude_argv(ctx.config, ctx.settings, plugin_dirs=plugin_dirs,
+                                           extra_flags=staged.settings.cli_flags))
     status.state = "running"
     with open(staged.out.stdout_log, "wb") as stdout, open(staged.out.stderr_log, "wb") as stderr:
-        return box.exec(argv, env=env.env, cwd=paths.WORKSPACE, stdout=stdout, stderr=stderr,
+        return box.exec(argv, env=env, cwd=paths.WORKSPACE, stdout=stdout, stderr=stderr,
                         timeout=ctx.settings.timeout_s, on_timeout="freeze")
+
+
+def run_pipeline(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: CaseParts,
+                 hook_outputs: HookOutputs, status: CaseStatus) -> tuple[ExecResult | None, PipelineRun]:
+    """`execution.steps`: each step a `claude -p` of its own in the same sandbox (runner/step_loop.py)."""
+    box, env = agent_start(ctx, staged, sandbox, parts, hook_outputs)
+    pipeline = Pipeline(ctx, staged, box, parts.channel, env, status)
+    steps = pipeline.run()
+    return pipeline.last_result, PipelineRun(tuple(steps), pipeline.hard_stop, pipeline.cut)
 
 
 # Whatever the agent wrote (frozen at the deadline or not) comes out under these caps.
@@ -347,7 +368,11 @@ def run_case(ctx: RunContext, invocation: Invocation, status: CaseStatus, slot: 
                     agent = _with_error(agent, internal_error("tearing the case down", exc, staged.out))
         if staged is None:
             raise RuntimeError("prepare() returned nothing")
-        outcome = collect_case(ctx, staged, agent, ChannelUse.of(parts.channel), started_wall, status.elapsed)
+        use = ChannelUse.of(parts.channel)
+        if agent.pipeline is not None:
+            outcome = collect_pipeline(ctx, staged, agent, agent.pipeline, use, started_wall, status.elapsed)
+        else:
+            outcome = collect_case(ctx, staged, agent, use, started_wall, status.elapsed)
     except Exception as exc:  # preparing or collecting failed: still this case's error only
         out = staged.out if staged is not None else ctx.run_dir.case(invocation.id)
         reason: EndReason = "infra_error" if isinstance(exc, PlumbingError) else "error"
@@ -373,10 +398,14 @@ def _middle(ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseS
     """before_each, the agent, copy out — then after_each, whatever happened."""
     sandbox = LazySandbox(ctx, staged, parts, status)
     result: ExecResult | None = None
+    pipeline: PipelineRun | None = None
     copied = False
     try:
         hook_outputs = before_each(ctx, staged, sandbox, status)
-        result = run_agent(ctx, staged, sandbox, parts, hook_outputs, status)
+        if ctx.config.execution.steps:
+            result, pipeline = run_pipeline(ctx, staged, sandbox, parts, hook_outputs, status)
+        else:
+            result = run_agent(ctx, staged, sandbox, parts, hook_outputs, status)
         # Host-side truth the agent cannot fake: its socket file is mounted read-only and the
         # server thread is ours. A gateway that stopped serving failed the agent, not the reverse.
         gateway_down = parts.channel is not None and not parts.channel.serving
@@ -384,24 +413,25 @@ def _middle(ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseS
         copied = True
         if gateway_down:
             return AgentRun(result=result, error="the model gateway of the case stopped serving while the agent ran",
-                            copied_out=True, infra=True)
-        return AgentRun(result=result, copied_out=True)
+                            copied_out=True, infra=True, pipeline=pipeline)
+        return AgentRun(result=result, copied_out=True, pipeline=pipeline)
     except HookFailed as exc:
-        return AgentRun(result=result, error=exc.render(), hook_failed=True, copied_out=copied)
+        return AgentRun(result=result, error=exc.render(), hook_failed=True, copied_out=copied, pipeline=pipeline)
     except UserError as exc:
-        return AgentRun(result=result, error=exc.render(), copied_out=copied)
+        return AgentRun(result=result, error=exc.render(), copied_out=copied, pipeline=pipeline)
     except (SandboxInfraError, PlumbingError) as exc:
-        return AgentRun(result=result, error=str(exc), copied_out=copied, infra=True)
+        return AgentRun(result=result, error=str(exc), copied_out=copied, infra=True, pipeline=pipeline)
     except SandboxError as exc:
-        return AgentRun(result=result, error=str(exc), copied_out=copied)
+        return AgentRun(result=result, error=str(exc), copied_out=copied, pipeline=pipeline)
     except Exception as exc:  # whatever this case ran into (a limit it pushed the host to, a bug) is its own
-        return AgentRun(result=result, error=internal_error("running the case", exc, staged.out), copied_out=copied)
+        return AgentRun(result=result, error=internal_error("running the case", exc, staged.out),
+                        copied_out=copied, pipeline=pipeline)
     finally:
         after_each(ctx, staged, sandbox.current, copied, status)
 
 
 def _with_error(agent: AgentRun, error: str) -> AgentRun:
-    return agent if agent.error else AgentRun(agent.result, error, agent.hook_failed, agent.copied_out, agent.infra)
+    return agent if agent.error else dataclasses.replace(agent, error=error)
 
 
 def internal_error(action: str, exc: Exception, out: CaseDir) -> str:

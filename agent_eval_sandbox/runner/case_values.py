@@ -10,7 +10,7 @@ from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.interception import ContainerSettings
 from agent_eval_sandbox.lifecycle import CaseInfo
 from agent_eval_sandbox.rundir.layout import CaseDir
-from agent_eval_sandbox.rundir.models import GatewayUse
+from agent_eval_sandbox.rundir.models import EndReason, GatewayUse, StepOutcome
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.sandbox.base import ExecResult
 
@@ -51,6 +51,20 @@ class AgentRun:
     # The tool's own plumbing failed (sandbox creation, copy-in, starting the agent, the gateway):
     # the case ends `infra_error`, not the skill's failure.
     infra: bool = False
+    pipeline: PipelineRun | None = None  # a pipeline's steps (`execution.steps`); `result` is its last exec
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """What the steps of a pipeline ended with (runner/step_loop.py)."""
+
+    steps: tuple[StepOutcome, ...]
+    # A step whose failure is otherwise tolerated (on_failure: continue) but that the case's
+    # deadline or budget stopped: the case's ending is its.
+    hard_stop: StepOutcome | None = None
+    # Why steps were left unstarted whatever their on_failure (the case's deadline or budget, an
+    # interrupt): a pipeline cut short is not complete, even when every step that ran ended by itself.
+    cut: EndReason | None = None
 
 
 @dataclass(frozen=True)

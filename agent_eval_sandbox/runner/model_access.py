@@ -73,6 +73,11 @@ class ModelAccess(ABC):
     def judge_endpoint(self) -> AbstractContextManager[ModelEndpoint | None]:
         """Where LLM judges call (None: the SDK's own environment)."""
 
+    @contextmanager
+    def step_upstream(self, invocation: Invocation, step_id: str) -> Iterator[str | None]:
+        """The upstream of a pipeline's step, when it has one of its own (None: the case's)."""
+        yield None
+
     @abstractmethod
     def judge_agent_upstream(self, case_id: str, judge: str, sample: int) -> AbstractContextManager[str | None]:
         """The upstream URL of one agent judge sample's gateway channel (None: the gateway's own).
@@ -156,6 +161,17 @@ class OfflineModels(ModelAccess):
             return load_script(path)
         return parse_script([{"text": EMPTY_SCRIPT_TEXT}], source=f"{invocation.id} (no {path})")
 
+    @contextmanager
+    def step_upstream(self, invocation: Invocation, step_id: str) -> Iterator[str | None]:
+        # Each step is a fresh CLI session, which a script answers from its first turn: a step
+        # with a script of its own gets it; the others are answered by the case's script.
+        path = scripts.step_script_path(invocation.cases[0].dir, step_id)
+        if not path.is_file():
+            yield None
+            return
+        with ScriptedModelServer(load_script(path)) as server:
+            yield server.url
+
     def gateway(self, policy: GatewayPolicy) -> ModelGateway:
         # Every channel gets its own scripted upstream (case_upstream); nothing leaves the host.
         return ModelGateway("http://127.0.0.1:9", Credentials(api_key=OFFLINE_CREDENTIAL), policy=policy)
@@ -229,6 +245,10 @@ class ReplayModels(OfflineModels):
         self._claude_version = claude_version
         self._mismatches: dict[str, Mismatch | None] = {}
         self._lock = threading.Lock()
+
+    @contextmanager
+    def step_upstream(self, invocation: Invocation, step_id: str) -> Iterator[str | None]:
+        yield None  # the case's cassette holds every step's exchanges
 
     def cassette_path(self, invocation: Invocation) -> Path:
         run = self._recorded.dir

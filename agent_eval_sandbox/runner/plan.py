@@ -11,6 +11,7 @@ from agent_eval_sandbox.config.models import EvalConfig
 from agent_eval_sandbox.config.settings import RunSettings
 from agent_eval_sandbox.config.templating import render_template
 from agent_eval_sandbox.errors import TemplateError
+from agent_eval_sandbox.runner.steps import check_step_templates
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,11 @@ def plan_invocations(
     if not config.is_batch:
         invocations = []
         for case in cases:
+            if config.execution.steps:
+                # A pipeline's prompt here is its first step's (each step renders its own when it starts).
+                opening = check_step_templates(config, case, eval_file)
+                invocations.append(Invocation(id=case.id, cases=(case,), prompt=opening, arguments=opening))
+                continue
             rendered = render_for_case(settings.template, case, origin=origin)
             invocations.append(
                 Invocation(id=case.id, cases=(case,), prompt=compose_prompt(config, rendered), arguments=rendered)

@@ -45,7 +45,7 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
-from agent_eval_sandbox.sandbox.lifeline import Lifeline
+from agent_eval_sandbox.sandbox.lifeline import MAIN_USER, Lifeline
 from agent_eval_sandbox.sandbox.outcome import (
     PROBE_CMD,
     CgroupCounters,
@@ -368,7 +368,9 @@ class DockerSandbox(Sandbox):
                 time.sleep(0.2)
             try:
                 with docker_errors("reading cgroup counters"):
-                    probe = self._api.exec_create(self._id, list(PROBE_CMD), user=self._spec.hardening.user)
+                    # As `nobody`, not the agent's user: a process the agent left behind cannot open the
+                    # probe's stdout (/proc/<pid>/fd/1) to write counter lines of its own into it.
+                    probe = self._api.exec_create(self._id, list(PROBE_CMD), user=MAIN_USER)
                     output = self._api.exec_start(probe["Id"])
             except SandboxError:
                 continue

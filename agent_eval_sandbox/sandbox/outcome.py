@@ -62,10 +62,12 @@ def parse_probe(output: str) -> CgroupCounters | None:
         key, _, value = rest.partition(" ")
         if not sep or not value.strip().isdigit():
             continue
+        # The counters only grow: a line claiming less than another cannot hide what the other says
+        # (whoever managed to write into the probe's output could only make things look worse).
         if path.endswith(("memory.oom_control", "memory.events")) and key == "oom_kill":
-            oom = int(value)
+            oom = max(oom or 0, int(value))
         elif path.endswith("pids.events") and key == "max":
-            pids = int(value)
+            pids = max(pids or 0, int(value))
     if oom is None and pids is None:
         return None
     return CgroupCounters(oom_kills=oom or 0, pids_refused=pids or 0)

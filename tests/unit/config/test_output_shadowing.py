@@ -17,7 +17,7 @@ NAME_CLASSES = {
     "logs": [layout.STDOUT_LOG, layout.STDERR_LOG, layout.GATEWAY_LOG, layout.TOOL_DECISIONS],
     "records": [layout.EVENTS, layout.CASE_RESULT, layout.CASE_HOOK_OUTPUTS, layout.TRANSCRIPT],
     "changes": [layout.MODIFIED_DIR, layout.WORKSPACE_DIFF],
-    "directories": [layout.SUBAGENTS_DIR, layout.JUDGES_DIR],
+    "directories": [layout.SUBAGENTS_DIR, layout.JUDGES_DIR, layout.STEPS_DIR],
     "replay": [layout.CASSETTE, layout.REPLAY_DIFF],
     "scores": [layout.REWARD_JSON],
 }

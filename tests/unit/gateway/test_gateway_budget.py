@@ -144,3 +144,22 @@ def test_a_plain_reservation_fits_or_is_refused_whole():
     assert ledger.reserve(0.009) is not None and ledger.spent_usd == pytest.approx(0.001)
     with pytest.raises(ValueError):
         Ledger(-1)
+
+
+def test_a_steps_cap_bounds_what_it_spends_within_the_cases_budget():
+    ledger = Ledger(1.0)
+    first = ledger.reserve(0.3)
+    assert first is not None
+    ledger.settle(first, 0.3)
+    ledger.cap_next(0.2)  # the next step may spend 0.2 of the 0.7 left
+    assert ledger.reserve(0.25) is None
+    held = ledger.reserve(0.2)
+    assert held is not None and ledger.left_usd == pytest.approx(0.5)
+    ledger.settle(held, 0.2)
+    ledger.cap_next(5.0)  # a cap above the case's budget is the budget
+    assert ledger.reserve(0.51) is None and ledger.reserve(0.5) is not None
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 20000}
+    capped = Ledger(10.0)
+    capped.cap_next(0.0)
+    admission, reservation = capped.admit(body, 3000, SONNET, max_tokens_ceiling=128_000)
+    assert reservation is None and "max_budget_usd $0.0000" in (admission.refusal or "")

@@ -82,8 +82,10 @@ def runner(ctx: RunInfo, reported: list[HookResult]) -> HookRunner:
 
 
 def test_phase_rules():
-    assert [p for p in Phase if p.aborting] == [Phase.BEFORE_ALL, Phase.BEFORE_EACH, Phase.BEFORE_SCORING]
-    assert [p for p in Phase if p.per_case] == [Phase.BEFORE_EACH, Phase.AFTER_EACH]
+    assert [p for p in Phase if p.aborting] == [Phase.BEFORE_ALL, Phase.BEFORE_EACH, Phase.BEFORE_STEP,
+                                                Phase.BEFORE_SCORING]
+    assert [p for p in Phase if p.per_case] == [Phase.BEFORE_EACH, Phase.BEFORE_STEP, Phase.AFTER_STEP,
+                                                Phase.AFTER_EACH]
     assert [p for p in Phase if p.collects_outputs] == [Phase.BEFORE_ALL, Phase.BEFORE_EACH]
 
 

@@ -74,7 +74,9 @@ class FakeCli:
     def session(self, call: ExecCall) -> list[dict[str, Any]]:
         """The stream-json lines of one session, its transcript written where the CLI writes it."""
         model = agent_argument(call, "--model")
-        prompt = call.host_path(agent_argument(call, "--prompt-file")).read_text()
+        prompt_file = agent_argument(call, "--prompt-file")
+        # A pipeline's steps are sent their prompts on stdin (runner/agent_command.PROMPT_ON_STDIN).
+        prompt = (call.stdin or b"").decode() if prompt_file == "/dev/stdin" else call.host_path(prompt_file).read_text()
         session = str(uuid.uuid4())
         lines: list[dict[str, Any]] = [{"type": "system", "subtype": "init", "session_id": session, "model": model,
                                         "cwd": call.cwd, "tools": sorted(self.tools)}]

@@ -107,3 +107,11 @@ def test_host_cgroup_files_read_as_the_probe_prints_them(tmp_path):
     for memory, pids in host_cgroup_files(cid):
         assert cid in memory and cid in pids
         assert memory.endswith(("memory.oom_control", "memory.events")) and pids.endswith("pids.events")
+
+
+def test_a_forged_lower_counter_line_cannot_hide_the_real_one():
+    """A process the agent left behind once wrote `oom_kill 0` lines into the probe's output after the real
+    ones (the last line won): the counters only grow, so the highest figure stands."""
+    real = "/sys/fs/cgroup/memory.events:oom_kill 1\n/sys/fs/cgroup/pids.events:max 7\n"
+    forged = "/sys/fs/cgroup/memory.events:oom_kill 0\n/sys/fs/cgroup/pids.events:max 0\n"
+    assert parse_probe(real + forged) == CgroupCounters(oom_kills=1, pids_refused=7)
