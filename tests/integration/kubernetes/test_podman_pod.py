@@ -64,9 +64,10 @@ def test_the_case_pod_runs_hardened_with_its_control_files_read_only(kube_backen
         assert _sh(box, "cat /workspace/skills/greeter/SKILL.md").stdout == b"# greeter"
         relay = json.loads(_sh(box, f"cat {paths.RUN_DIR}/relay.json").stdout)
         assert relay["host"] == "127.0.0.1" and len(relay["token"]) >= 43
+        # (a marker no token or file here can hold by chance: a random token may well contain an "x")
         for target in (f"{paths.RUN_DIR}/relay.json", paths.MANAGED_SETTINGS, "/workspace/skills/greeter/SKILL.md"):
-            tamper = _sh(box, f"echo x > {target} || rm -f {target} || chmod 666 {target}; cat {target}")
-            assert b"x" not in tamper.stdout.replace(b"greeter", b""), target
+            tamper = _sh(box, f"echo TAMPERED > {target} || rm -f {target} || chmod 666 {target}; cat {target}")
+            assert tamper.stdout and b"TAMPERED" not in tamper.stdout, target
         assert not _sh(box, f"touch {paths.RUN_DIR}/new").ok
         # The writable areas are the agent's.
         assert _sh(box, "touch /workspace/w /home/agent/h /tmp/t").ok
