@@ -183,3 +183,31 @@ class SocketService(ABC):
         """Requests being handled right now (including the caller's)."""
         with self._activity:
             return self._in_flight
+
+
+class HttpService(SocketService):
+    """A SocketService speaking HTTP on `host:port` (port 0: a free one, known once started)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__()
+        self.host, self.port = host, port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        if not self.started:
+            raise RuntimeError(f"{self.what} is not started")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def _bind(self) -> socketserver.TCPServer:
+        server = self._http_server()
+        self.port = server.server_address[1]
+        return server
+
+    @abstractmethod
+    def _http_server(self) -> socketserver.TCPServer:
+        """The bound server (on `self.host`, `self.port`)."""

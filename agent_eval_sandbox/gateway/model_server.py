@@ -33,7 +33,7 @@ from agent_eval_sandbox.gateway.script import (
     tool_choice_conflict,
 )
 from agent_eval_sandbox.gateway.sse import encode_event, message_events
-from agent_eval_sandbox.socket_service import SocketService
+from agent_eval_sandbox.socket_service import HttpService
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class _ScriptHTTPServer(ThreadingHTTPServer):
         log.debug("scripted model server: connection error", exc_info=True)
 
 
-class ScriptedModelServer(SocketService):
+class ScriptedModelServer(HttpService):
     """A scripted Messages API server on a background thread.
 
     with ScriptedModelServer("script.yaml") as server:
@@ -164,33 +164,18 @@ class ScriptedModelServer(SocketService):
     close_grace_s = 0.0
 
     def __init__(self, script: Script | str | os.PathLike[str], host: str = "127.0.0.1", port: int = 0) -> None:
-        super().__init__()
+        super().__init__(host, port)
         self.script = script if isinstance(script, Script) else load_script(os.fspath(script))
-        self.host = host
-        self.port = port
         self._requests: list[ServedRequest] = []
         self._steps_lock = threading.Lock()
         self._served = 0
 
     @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
     def thread_name(self) -> str:
         return "scripted-model-server"
 
-    def _bind(self) -> _ScriptHTTPServer:
-        server = _ScriptHTTPServer(self)
-        self.port = server.server_address[1]
-        return server
-
-    @property
-    def url(self) -> str:
-        if not self.started:
-            raise RuntimeError("the scripted model server is not started")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+    def _http_server(self) -> _ScriptHTTPServer:
+        return _ScriptHTTPServer(self)
 
     @property
     def requests(self) -> list[ServedRequest]:

@@ -20,7 +20,7 @@ from agent_eval_sandbox.gateway.cassette import Cassette, Entry
 from agent_eval_sandbox.gateway.http11 import BodyError, MessagesApiHandler
 from agent_eval_sandbox.gateway.replay import Matcher, Mismatch
 from agent_eval_sandbox.gateway.routes import Route, classify
-from agent_eval_sandbox.socket_service import SocketService
+from agent_eval_sandbox.socket_service import HttpService
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class _ReplayHTTPServer(ThreadingHTTPServer):
         log.debug("replay server: connection error", exc_info=True)
 
 
-class ReplayServer(SocketService):
+class ReplayServer(HttpService):
     """A case's cassette served on 127.0.0.1; `verdict()` says how the replay went once the case is over."""
 
     what = "the replay server"
@@ -106,29 +106,16 @@ class ReplayServer(SocketService):
     close_grace_s = 0.0
 
     def __init__(self, cassette: Cassette, host: str = "127.0.0.1", port: int = 0) -> None:
-        super().__init__()
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self._matcher = Matcher(cassette)
         self._lock = threading.Lock()
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
     @property
     def thread_name(self) -> str:
         return "replay-server"
 
-    def _bind(self) -> _ReplayHTTPServer:
-        server = _ReplayHTTPServer(self)
-        self.port = server.server_address[1]
-        return server
-
-    @property
-    def url(self) -> str:
-        if not self.started:
-            raise RuntimeError("the replay server is not started")
-        return f"http://{self.host}:{self.port}"
+    def _http_server(self) -> _ReplayHTTPServer:
+        return _ReplayHTTPServer(self)
 
     def take(self, method: str, path: str, body: Any) -> Entry | Mismatch:
         with self._lock:

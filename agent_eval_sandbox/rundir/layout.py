@@ -133,14 +133,10 @@ def is_case_id(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class CaseDir:
-    """`cases/<case-id>/`, or the run's root for a batch invocation's own logs."""
+class SessionFiles:
+    """What one `claude -p` session leaves wherever it is recorded: a case's, a step's or an agent judge's."""
 
     path: Path
-
-    @property
-    def input(self) -> Path:
-        return self.path / INPUT
 
     @property
     def prompt(self) -> Path:
@@ -158,6 +154,15 @@ class CaseDir:
     @property
     def events(self) -> Path:
         return self.path / EVENTS
+
+
+@dataclass(frozen=True)
+class CaseDir(SessionFiles):
+    """`cases/<case-id>/`, or the run's root for a batch invocation's own logs."""
+
+    @property
+    def input(self) -> Path:
+        return self.path / INPUT
 
     @property
     def transcript(self) -> Path:
@@ -229,26 +234,8 @@ class CaseDir:
 
 
 @dataclass(frozen=True)
-class JudgeRunDir:
+class JudgeRunDir(SessionFiles):
     """`cases/<id>/_judges/<judge>/<sample>/`: what one run of an agent judge left."""
-
-    path: Path
-
-    @property
-    def prompt(self) -> Path:
-        return self.path / PROMPT
-
-    @property
-    def stdout_log(self) -> Path:
-        return self.path / STDOUT_LOG
-
-    @property
-    def stderr_log(self) -> Path:
-        return self.path / STDERR_LOG
-
-    @property
-    def events(self) -> Path:
-        return self.path / EVENTS
 
     @property
     def gateway_log(self) -> Path:
