@@ -10,11 +10,16 @@ enters the paired test when both runs have a value for it:
   judge's `score_range` (0 without one);
 - ran but did not complete: its value, judged on what it left, counted as
   `incomplete_*`;
-- skipped by the judge's `if:`, or the judge errored on it: no value; the
-  case is listed in `unpaired` with the reason.
+- the judge errored on it: it counts as failing too (`errored_*`). A run's own
+  summary keeps judge errors beside its pass rate (`error_rate`), as the
+  reference does; a comparison cannot: an agent that breaks its judge (an
+  output the judge cannot parse) would otherwise look better than one that
+  answers wrong;
+- skipped by the judge's `if:`: no value; the case is listed in `unpaired`.
 
 Each run's aggregate (`pass_rate` for verdicts, `mean` for scores) is the one
-its summary states; `delta` = A − B. A judge regressed when its aggregate
+its summary states, unless the judge errored on some of its cases: then it is
+recomputed with those counted as failing. `delta` = A − B. A judge regressed when its aggregate
 dropped by more than `tolerance` (the reference's fixed 0.5 baseline rule) or
 the paired test says it is worse at `alpha` (compare/stats.py).
 """
@@ -51,6 +56,7 @@ class _Value:
     reason: str = ""  # why there is no value
     not_run: bool = False
     incomplete: bool = False
+    errored: bool = False
 
 
 def _is_bool_judge(a: JudgeStats | None, b: JudgeStats | None) -> bool:
@@ -77,14 +83,22 @@ def case_value(result: CaseResult | None, *, never_ran: bool, is_bool: bool, flo
     if status == "skipped":
         return _Value(None, "skipped")
     if status != "scored" or result.value is None:
-        return _Value(None, "judge error")
+        return _Value(False if is_bool else floor, errored=True)
     return _Value(result.value, incomplete=bool(getattr(result, "incomplete", False)))
 
 
-def _aggregate(stats: JudgeStats | None, metric: str) -> float | None:
+def _aggregate(stats: JudgeStats | None, metric: str, run: RunResults, name: str, *, is_bool: bool,
+               floor: float) -> float | None:
+    """The summary's figure; recomputed with judge errors as failing when the judge errored on a case."""
     if stats is None:
         return None
-    return stats.pass_rate if metric == "pass_rate" else stats.mean
+    stated = stats.pass_rate if metric == "pass_rate" else stats.mean
+    if not stats.errored_cases:
+        return stated
+    values = [case_value(results.get(name), never_ran=case in run.never_ran, is_bool=is_bool, floor=floor)
+              for case, results in run.per_case.items() if name in results or case in run.never_ran]
+    counted = [float(v.value) for v in values if v.value is not None]
+    return sum(counted) / len(counted) if counted else stated
 
 
 def compare_judge(name: str, a: RunResults, b: RunResults, cases: list[str], *, alpha: float, tolerance: float,
@@ -96,7 +110,8 @@ def compare_judge(name: str, a: RunResults, b: RunResults, cases: list[str], *, 
     known = stats_a or stats_b
     judge_type = known.judge_type if known is not None else ""
     found = JudgeComparison(judge_type=judge_type, metric=metric, in_a=stats_a is not None, in_b=stats_b is not None,
-                            a=_aggregate(stats_a, metric), b=_aggregate(stats_b, metric))
+                            a=_aggregate(stats_a, metric, a, name, is_bool=is_bool, floor=floor),
+                            b=_aggregate(stats_b, metric, b, name, is_bool=is_bool, floor=floor))
     if found.a is not None and found.b is not None:
         found.delta = found.a - found.b
     if stats_a is None or stats_b is None:
@@ -115,6 +130,8 @@ def compare_judge(name: str, a: RunResults, b: RunResults, cases: list[str], *, 
         found.not_run_b += value_b.not_run
         found.incomplete_a += value_a.incomplete
         found.incomplete_b += value_b.incomplete
+        found.errored_a += value_a.errored
+        found.errored_b += value_b.errored
         diff = float(value_a.value) - float(value_b.value)
         diffs.append(diff)
         if diff != 0 and len(found.changed) < MAX_CHANGED:

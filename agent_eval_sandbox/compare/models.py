@@ -36,7 +36,7 @@ class CaseValues(_Model):
 
 
 class JudgeComparison(_Model):
-    """One judge across the two runs: each run's aggregate as its summary states it, and the paired test."""
+    """One judge across the two runs: each run's aggregate (a judge error counted as failing) and the paired test."""
 
     judge_type: str = ""
     metric: Literal["pass_rate", "mean"] | None = None
@@ -60,6 +60,9 @@ class JudgeComparison(_Model):
     not_run_b: int = 0
     incomplete_a: int = 0
     incomplete_b: int = 0
+    # The judge errored on the case (e.g. on an output it could not parse): counted as failing, like never-ran.
+    errored_a: int = 0
+    errored_b: int = 0
     unpaired: dict[str, str] = Field(default_factory=dict)  # case -> why it is not in the paired test
     degraded: bool = False  # the reference's rule: the aggregate dropped by more than the tolerance
     significant: bool = False  # p < alpha

@@ -97,6 +97,9 @@ def _judge_row(name: str, judge: JudgeComparison) -> str:
         interval = f"[{judge.ci_low:+.3g}, {judge.ci_high:+.3g}]"
     p_value = "—" if judge.p_value is None else f"{judge.p_value:.3g}"
     notes = []
+    if judge.errored_a or judge.errored_b:
+        notes.append(f"judge errors (counted as failing): {judge.errored_a} in the run, {judge.errored_b} in the "
+                     "baseline")
     if judge.not_run_a or judge.not_run_b:
         notes.append(f"never ran (counted as failing): {judge.not_run_a} in the run, {judge.not_run_b} in the baseline")
     if judge.incomplete_a or judge.incomplete_b:

@@ -37,13 +37,27 @@ def test_cases_are_paired_by_id_and_the_others_listed_not_dropped():
     assert judge.changed[0].a is False and judge.changed[0].b is True
 
 
-def test_a_judge_error_or_skip_leaves_the_case_unpaired_with_the_reason():
+def test_a_skip_leaves_the_case_unpaired_and_a_judge_error_counts_as_failing():
     a = _run("a", {"c1": {"j": CaseResult.errored("llm", "boom")}, "c2": {"j": CaseResult.skipped("llm", "if")},
                    "c3": {"j": ok(4.0)}})
     b = _run("b", {"c1": {"j": ok(3.0)}, "c2": {"j": ok(3.0)}, "c3": {"j": ok(2.0)}})
     judge = compare_results(a, b).judges["j"]
-    assert judge.unpaired == {"c1": "judge error in A", "c2": "skipped in A"}
-    assert judge.n == 1 and judge.mean_delta == pytest.approx(2.0) and judge.metric == "mean"
+    assert judge.unpaired == {"c2": "skipped in A"}
+    # c1: the bottom of the scale (0 without a score_range) against 3.0; c3: 4.0 against 2.0
+    assert judge.n == 2 and judge.errored_a == 1 and judge.mean_delta == pytest.approx((-3.0 + 2.0) / 2)
+
+
+def test_breaking_the_judge_never_compares_better_than_answering_wrong():
+    """An agent whose outputs make its check judge raise (an unparsable file) once compared better than its
+    baseline: the errors left the pass rate's denominator and the pairing (red team)."""
+    baseline = _run("b", _verdicts([True, True, True, False]))
+    wrong = _run("a", _verdicts([True, False, False, False]))
+    broken = _run("a", {"c0": {"j": ok(True)}, **{f"c{i}": {"j": CaseResult.errored("check", "JSONDecodeError")}
+                                                   for i in (1, 2, 3)}})
+    by_wrong, by_broken = compare_results(wrong, baseline).judges["j"], compare_results(broken, baseline).judges["j"]
+    assert by_broken.a == by_wrong.a == pytest.approx(0.25) and by_broken.delta == pytest.approx(-0.5)
+    assert (by_broken.n, by_broken.worse, by_broken.verdict) == (by_wrong.n, by_wrong.worse, by_wrong.verdict)
+    assert by_broken.errored_a == 3
 
 
 def test_a_case_that_never_ran_counts_as_failing_in_its_run():
