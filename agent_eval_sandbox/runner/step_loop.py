@@ -53,6 +53,9 @@ from agent_eval_sandbox.sandbox.base import ExecResult, Sandbox, SandboxError
 # What `.files` is measured with: every regular file of the workspace, its size and mtime.
 LISTING_ARGV = ("find", paths.WORKSPACE, "-xdev", "-type", "f", "-printf", "%s %T@ %P\\0")
 LISTING_TIMEOUT_S = 60.0
+# SIGKILL to every process the agent's user may signal (kill(-1) spares only the caller): run as that user.
+KILL_LEFTOVERS_ARGV = ("python3", "-I", "-c",
+                       "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass")
 LISTING_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -151,6 +154,7 @@ class Pipeline:
                 listed = self._listing()
                 result = self.last_result = self._exec(plan, limits, plan.env, out, prompt)
                 if not self.box.frozen:
+                    self._end_leftovers()
                     files = changed_files(listed, self._listing())
             except SandboxError as exc:
                 error = self.broken = str(exc)
@@ -203,6 +207,13 @@ class Pipeline:
             return 0.0, {}, 0, 0
         usage = {k: int(v) for k, v in channel.usage.model_dump().items() if k in TOKEN_KEYS}
         return channel.spent_usd, usage, channel.requests, channel.refused
+
+    def _end_leftovers(self) -> None:
+        """Kill what the step left running (`setsid nohup … &` outlives the CLI): before the step's files and
+        costs are taken, so that nothing of it writes, spends or is counted in a later step."""
+        with contextlib.suppress(SandboxError):
+            self.box.exec(list(KILL_LEFTOVERS_ARGV), user=self.box.spec.hardening.user, timeout=LISTING_TIMEOUT_S,
+                          on_timeout="kill_exec")
 
     def _listing(self) -> dict[str, tuple[int, str]]:
         """The workspace's files as the step's own `.files` compares them (best effort: {} if it fails)."""
