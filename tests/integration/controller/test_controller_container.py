@@ -103,7 +103,8 @@ def slow_project(root: Path) -> Path:
         (root / "cases" / case).mkdir(parents=True)
         (root / "cases" / case / "input.yaml").write_text("x: 1\n")
         (root / "cases" / case / "model_script.yaml").write_text(yaml.safe_dump(
-            [{"tool": "Bash", "input": {"command": "sleep 240"}}, {"text": "done"}]))
+            # Not a bare `sleep`: Claude Code's Bash tool turns a long one down at once, and the case would end.
+            [{"tool": "Bash", "input": {"command": "tail -f /dev/null"}}, {"text": "done"}]))
     return root
 
 
@@ -125,7 +126,8 @@ def start_slow_run(image: str, project: Path, cache: Path, run_id: str, name: st
 def test_docker_stop_mid_run_removes_every_sandbox_of_the_run(controller_image, warm_cache, tmp_path):
     project = slow_project(tmp_path / "slow")
     name = f"aes-ctl-stop-{os.getpid()}"
-    start_slow_run(controller_image, project, warm_cache, "stopped", name)
+    run_id = f"stopped-{os.getpid()}"  # another session running this test at once has its own
+    start_slow_run(controller_image, project, warm_cache, run_id, name)
     try:
         docker("stop", name)  # SIGTERM to the controller (under --init), SIGKILL after 10 s
         state = docker("inspect", "--format", "{{.State.ExitCode}}", name, check=False)
@@ -133,7 +135,7 @@ def test_docker_stop_mid_run_removes_every_sandbox_of_the_run(controller_image, 
         assert state.stdout.strip() == "143", logs.stderr[-3000:]
     finally:
         docker("rm", "-f", name, check=False)
-    assert leftovers("stopped") == []
+    assert leftovers(run_id) == []
 
 
 def test_a_killed_controller_container_leaves_orphans_that_any_reaper_removes(controller_image, warm_cache,
@@ -142,25 +144,26 @@ def test_a_killed_controller_container_leaves_orphans_that_any_reaper_removes(co
     host, which shares no pid namespace with the dead controller, removes them by its container's absence."""
     project = slow_project(tmp_path / "slow")
     name = f"aes-ctl-kill-{os.getpid()}"
-    start_slow_run(controller_image, project, warm_cache, "killed", name)
+    run_id = f"killed-{os.getpid()}"
+    start_slow_run(controller_image, project, warm_cache, run_id, name)
     own = docker("inspect", "--format", "{{.Id}}", name).stdout.strip()
-    labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", sandboxes_of("killed")[0]).stdout)
+    labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", sandboxes_of(run_id)[0]).stdout)
     assert labels["agent-eval-sandbox.controller-container"] == own
     try:
         docker("kill", name)
         deadline = time.monotonic() + 60
-        while sandboxes_of("killed"):  # the lifeline: no controller, no running sandbox
+        while sandboxes_of(run_id):  # the lifeline: no controller, no running sandbox
             assert time.monotonic() < deadline, "sandboxes outlived their controller"
             time.sleep(0.5)
-        assert leftovers("killed"), "the sandboxes were removed by no one: nothing left to reap"
+        assert leftovers(run_id), "the sandboxes were removed by no one: nothing left to reap"
     finally:
         docker("rm", "-f", name, check=False)
     gc = subprocess.run([sys.executable, "-m", "agent_eval_sandbox", "gc", "--json"], capture_output=True,
                         text=True, timeout=300)
     assert gc.returncode == 0, gc.stderr
-    removed = [r for r in json.loads(gc.stdout) if r["run_id"] == "killed"]
+    removed = [r for r in json.loads(gc.stdout) if r["run_id"] == run_id]
     assert removed and all(r["reason"] == f"controller container {own[:12]} is gone" for r in removed)
-    assert leftovers("killed") == []
+    assert leftovers(run_id) == []
 
 
 def test_without_a_shared_directory_the_run_stops_at_once_with_the_mount_to_add(controller_image, quickstart_copy,
