@@ -46,6 +46,10 @@ PREAMBLE_TIMEOUT_S = 10.0
 TOKEN_BYTES = 32
 SOCKET_NAMES = (paths.GATEWAY_SOCKET_NAME, paths.BROKER_SOCKET_NAME)
 MAX_CONNECTIONS = 512  # all cases together (each case's own sockets cap it further)
+# Connections from one address (one Pod) that have not yet said whose they are. Before its token is read a
+# connection belongs to no case, so no case's cap bounds it: without this, one case's connections that never
+# finish their preamble took the whole relay from its neighbours.
+MAX_PENDING_PER_PEER = 16
 MAX_LOGGED_REFUSALS = 200
 _CHUNK = 65536
 
@@ -123,7 +127,10 @@ class _Handler(socketserver.BaseRequestHandler):
         peer = f"{self.client_address[0]}:{self.client_address[1]}"
         with relay.request_in_flight():
             try:
-                line = read_preamble(sock, time.monotonic() + PREAMBLE_TIMEOUT_S)
+                try:
+                    line = read_preamble(sock, time.monotonic() + PREAMBLE_TIMEOUT_S)
+                finally:
+                    self.server.said_who(self.client_address, sock)
                 token, name = parse_preamble(line)
                 entry = relay.lookup(token)
                 if entry is None:
@@ -159,25 +166,42 @@ class _RelayServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     def __init__(self, relay: Relay, address: tuple[str, int]) -> None:
         self.relay = relay
         self._open = 0
+        self._pending: dict[str, set[Any]] = {}  # address -> its connections still in their preamble
         self._open_lock = threading.Lock()
         super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        peer = str(client_address[0])
         with self._open_lock:
-            admitted = self._open < MAX_CONNECTIONS
-            if admitted:
+            if self._open >= MAX_CONNECTIONS:
+                refusal: str | None = f"over the relay's cap of {MAX_CONNECTIONS} connections"
+            elif len(self._pending.get(peer, ())) >= MAX_PENDING_PER_PEER:
+                refusal = f"over the cap of {MAX_PENDING_PER_PEER} connections from one address still in their preamble"
+            else:
+                refusal = None
                 self._open += 1
-        if not admitted:
-            self.relay.refuse(f"{client_address[0]}:{client_address[1]}",
-                              f"over the relay's cap of {MAX_CONNECTIONS} connections")
+                self._pending.setdefault(peer, set()).add(request)
+        if refusal is not None:
+            self.relay.refuse(f"{peer}:{client_address[1]}", refusal)
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
+
+    def said_who(self, client_address: Any, request: Any) -> None:
+        """The connection's preamble is over (read or failed): it no longer counts as pending."""
+        peer = str(client_address[0])
+        with self._open_lock:
+            pending = self._pending.get(peer)
+            if pending is not None:
+                pending.discard(request)
+                if not pending:
+                    del self._pending[peer]
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.said_who(client_address, request)
             with self._open_lock:
                 self._open -= 1
 
