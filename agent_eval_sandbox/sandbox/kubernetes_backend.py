@@ -252,8 +252,18 @@ class KubernetesBackend(SandboxBackend):
             self._wait(name, ko.CONTROL)
             for volume in plan.volumes:
                 self._fill(name, volume, peer, token if volume is run_volume else None)
-            touch(self.api, name, ko.CONTROL, ko.READY_FILE)
-            self._wait(name, ko.AGENT)
+            try:
+                touch(self.api, name, ko.CONTROL, ko.READY_FILE)
+            except SandboxError as exc:
+                # The control container exits the moment it sees the file, and may be gone before the exec
+                # that wrote it reports: if the agent's container starts, the hand-over happened.
+                handover: SandboxError | None = exc
+            else:
+                handover = None
+            try:
+                self._wait(name, ko.AGENT)
+            except SandboxError as exc:
+                raise (handover or exc) from None
             sandbox = KubernetesSandbox(self.api, replace(spec), name=name, on_destroy=release)
             for mount in plan.writable_files:
                 parent, _, leaf = mount.target.rpartition("/")
