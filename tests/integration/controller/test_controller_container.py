@@ -127,8 +127,8 @@ def test_docker_stop_mid_run_removes_every_sandbox_of_the_run(controller_image, 
     project = slow_project(tmp_path / "slow")
     name = f"aes-ctl-stop-{os.getpid()}"
     run_id = f"stopped-{os.getpid()}"  # another session running this test at once has its own
-    start_slow_run(controller_image, project, warm_cache, run_id, name)
-    try:
+    try:  # the controller container is kept after it exits (its exit code is read): removed whatever fails
+        start_slow_run(controller_image, project, warm_cache, run_id, name)
         docker("stop", name)  # SIGTERM to the controller (under --init), SIGKILL after 10 s
         state = docker("inspect", "--format", "{{.State.ExitCode}}", name, check=False)
         logs = docker("logs", name, check=False)
@@ -145,11 +145,11 @@ def test_a_killed_controller_container_leaves_orphans_that_any_reaper_removes(co
     project = slow_project(tmp_path / "slow")
     name = f"aes-ctl-kill-{os.getpid()}"
     run_id = f"killed-{os.getpid()}"
-    start_slow_run(controller_image, project, warm_cache, run_id, name)
-    own = docker("inspect", "--format", "{{.Id}}", name).stdout.strip()
-    labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", sandboxes_of(run_id)[0]).stdout)
-    assert labels["agent-eval-sandbox.controller-container"] == own
-    try:
+    try:  # the controller container is kept after it exits: removed whatever fails
+        start_slow_run(controller_image, project, warm_cache, run_id, name)
+        own = docker("inspect", "--format", "{{.Id}}", name).stdout.strip()
+        labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", sandboxes_of(run_id)[0]).stdout)
+        assert labels["agent-eval-sandbox.controller-container"] == own
         docker("kill", name)
         deadline = time.monotonic() + 60
         while sandboxes_of(run_id):  # the lifeline: no controller, no running sandbox
