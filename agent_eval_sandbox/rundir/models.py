@@ -9,7 +9,7 @@ newer version keeps what this one does not know.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, model_validator
 
@@ -86,7 +86,39 @@ class Integrity(_Record):
     findings: list[dict[str, Any]] = Field(default_factory=list)
 
 
-class StepOutcome(_Record):
+class _AgentRecord(_Record):
+    """What a case's and a step's records share: whether the agent ran, and whether it ended by itself.
+    (Their fields stay declared in each, in the order their JSON lists them.)"""
+
+    if TYPE_CHECKING:
+        end_reason: EndReason
+        agent_duration_s: float | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_fields_are_not_read(cls, data: Any) -> Any:
+        # `ran` and `completed` are written for readers of the JSON; read back, they are recomputed.
+        if isinstance(data, Mapping) and ("ran" in data or "completed" in data):
+            return {k: v for k, v in data.items() if k not in ("ran", "completed")}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ran(self) -> bool:
+        """The agent's command was started in the sandbox (whatever became of it)."""
+        return self.agent_duration_s is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completed(self) -> bool:
+        """The agent ran and ended by itself: its work is whole, whatever its exit code."""
+        return self.ran and self.end_reason in COMPLETED_REASONS
+
+    def to_data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class StepOutcome(_AgentRecord):
     """One step of a pipeline (`execution.steps`): how its own `claude -p` ended and what it used.
 
     A step that never started (an earlier `on_failure: fail` step failed, or the case's deadline
@@ -118,33 +150,13 @@ class StepOutcome(_Record):
     skipped: str | None = None
     error: str | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _derived_fields_are_not_read(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and ("ran" in data or "completed" in data):
-            return {k: v for k, v in data.items() if k not in ("ran", "completed")}
-        return data
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def ran(self) -> bool:
-        return self.agent_duration_s is not None
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def completed(self) -> bool:
-        return self.ran and self.end_reason in COMPLETED_REASONS
-
     @property
     def failed(self) -> bool:
         """What `on_failure` acts on: the step did not end by itself with exit code 0."""
         return not self.completed or self.exit_code != 0
 
-    def to_data(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
 
-
-class CaseOutcome(_Record):
+class CaseOutcome(_AgentRecord):
     """How one invocation (a case; in batch mode, all of them) ended, and what it used."""
 
     case_id: str = ""
@@ -176,29 +188,6 @@ class CaseOutcome(_Record):
 
     def step(self, step_id: str) -> StepOutcome | None:
         return next((s for s in self.steps if s.step_id == step_id), None)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _derived_fields_are_not_read(cls, data: Any) -> Any:
-        # `ran` and `completed` are written for readers of the JSON; read back, they are recomputed.
-        if isinstance(data, Mapping) and ("ran" in data or "completed" in data):
-            return {k: v for k, v in data.items() if k not in ("ran", "completed")}
-        return data
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def ran(self) -> bool:
-        """The agent's command was started in the sandbox (whatever became of it)."""
-        return self.agent_duration_s is not None
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def completed(self) -> bool:
-        """The agent ran and ended by itself: its work is whole, whatever its exit code."""
-        return self.ran and self.end_reason in COMPLETED_REASONS
-
-    def to_data(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
 
 
 class RunResult(_Record):
