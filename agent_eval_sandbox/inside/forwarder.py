@@ -34,6 +34,10 @@ import socket
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # -I leaves this file's directory off sys.path; controller_link.py lives next to it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -99,11 +103,12 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def forward(listen: tuple[str, int], unix_path: str, ready_file: str | None = None, *, announce: bool = True) -> None:
+def forward(listen: tuple[str, int], unix_path: str, ready_file: str | None = None, *, announce: bool = True,
+            on_ready: Callable[[], None] | None = None) -> None:
     """Accept on `listen` forever, bridging each connection to `unix_path`.
 
     `announce=False` keeps the ready line off stderr (the in-container launcher
-    shares its stderr with the agent's log and waits on the ready file instead).
+    shares its stderr with the agent's log and is told by `on_ready` instead).
     """
     server = socket.create_server(listen, backlog=128)
     host, port = server.getsockname()[:2]
@@ -113,6 +118,8 @@ def forward(listen: tuple[str, int], unix_path: str, ready_file: str | None = No
         with open(partial, "w") as handle:
             handle.write(f"{host}:{port}\n")
         os.replace(partial, ready_file)
+    if on_ready is not None:
+        on_ready()
     if announce:
         print(f"forwarder: listening on {host}:{port} -> {unix_path}", file=sys.stderr, flush=True)
     while True:

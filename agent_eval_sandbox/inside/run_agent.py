@@ -8,6 +8,9 @@ exec` as the sandbox user, under the execute-only interpreter:
 
 The CLI's stdout/stderr are the launcher's own (the host streams them to the
 run directory); the exit code is the CLI's (128+n when a signal ended it).
+On standby (`run_agent.py --standby`, see standby.py) it is started before its
+case and reads the rest of its command, environment and directory from stdin.
+
 Exit 125 means the launcher itself could not start the agent; exit 124 that
 the model gateway's socket took no connection, so the agent was not started
 (the host checks that against its own record before calling it the tool's
@@ -30,11 +33,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
+from typing import BinaryIO
 
-# -I leaves this file's directory off sys.path; forwarder.py lives next to it.
+# -I leaves this file's directory off sys.path; forwarder.py and standby.py live next to it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forwarder  # noqa: E402
+import standby as standby_  # noqa: E402
 
 LAUNCH_FAILED = 125
 GATEWAY_UNREACHABLE = 124
@@ -58,21 +62,20 @@ def make_non_dumpable() -> str | None:
 
 
 def _start_forwarder(port: int, socket_path: str) -> bool:
-    ready_file = f"/tmp/agent-eval-forwarder.{os.getpid()}.ready"
+    ready = threading.Event()
     thread = threading.Thread(
         target=forwarder.forward,
-        args=(("127.0.0.1", port), socket_path, ready_file),
-        kwargs={"announce": False},
+        args=(("127.0.0.1", port), socket_path),
+        kwargs={"announce": False, "on_ready": ready.set},
         daemon=True,
     )
     thread.start()
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if os.path.exists(ready_file):
+    # Woken the moment it listens; the short waits only notice a thread that died first.
+    for _ in range(int(READY_TIMEOUT_S / 0.05)):
+        if ready.wait(0.05):
             return True
         if not thread.is_alive():
             return False
-        time.sleep(0.01)
     return False
 
 
@@ -129,5 +132,29 @@ def main(argv: list[str] | None = None) -> int:
     return 128 - code if code < 0 else code
 
 
+def standby(stdin: BinaryIO) -> int:
+    """Wait for the go line on `stdin`, then run as `main` would with its argv, environment and directory."""
+    problem = make_non_dumpable()  # before the go line is read: only the controller may write it
+    if problem is not None:
+        print(f"run_agent: cannot make the launcher non-dumpable ({problem}); not starting the agent",
+              file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    try:
+        go = standby_.read(stdin)
+    except (standby_.GoLineError, OSError) as exc:
+        print(f"run_agent: {exc}; not starting the agent", file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    if go is None:
+        return 0  # its case never started an agent here
+    os.environ.update(go.env)
+    if go.cwd:
+        try:
+            os.chdir(go.cwd)
+        except OSError as exc:
+            print(f"run_agent: cannot enter {go.cwd}: {exc}", file=sys.stderr, flush=True)
+            return LAUNCH_FAILED
+    return main(go.argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(standby(sys.stdin.buffer) if sys.argv[1:] == [standby_.FLAG] else main())

@@ -95,9 +95,14 @@ def judge_claude_argv(runner: RunnerConfig, *, model: str, budget_usd: float, al
 PROMPT_ON_STDIN = "/dev/stdin"
 
 
+def launcher_command() -> tuple[str, ...]:
+    """The launcher itself, without its arguments (what a sandbox starts on standby)."""
+    return (*LAUNCHER_INTERPRETER, paths.LAUNCHER)
+
+
 def launcher_argv(agent_argv: list[str], *, prompt_file: str = paths.PROMPT_FILE) -> list[str]:
     return [
-        *LAUNCHER_INTERPRETER, paths.LAUNCHER,
+        *launcher_command(),
         "--gateway-socket", paths.GATEWAY_SOCKET,
         "--port", str(paths.FORWARDER_PORT),
         "--prompt-file", prompt_file,

@@ -101,8 +101,10 @@ def case_sandbox_spec(ctx: RunContext, case_id: str, stage: Path) -> SandboxSpec
     channel_dir, managed = sandbox_mount_points(stage)
     mounts = [BindMount(channel_dir, paths.RUN_DIR), BindMount(managed, paths.MANAGED_SETTINGS)]
     mounts += [BindMount(r.host_path, r.container_path) for r in ctx.resources]
+    # The agent's launcher waits in the sandbox from the start: the case does not wait for its exec.
     return sandbox_spec(ctx.config.sandbox, image=ctx.image_ref, run_id=ctx.run_id, case_id=case_id,
-                        timeout_s=ctx.settings.timeout_s, now=time.time(), mounts=mounts)
+                        timeout_s=ctx.settings.timeout_s, now=time.time(), mounts=mounts,
+                        standby=ac.launcher_command())
 
 
 # ---- the stages ------------------------------------------------------------------------

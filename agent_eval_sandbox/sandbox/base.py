@@ -108,6 +108,9 @@ class SandboxSpec:
     workspace: str = paths.WORKSPACE  # the writable, size-capped workspace; default cwd
     home: str = paths.HOME  # writable, size-capped $HOME (holds ~/.claude transcripts)
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    # A launcher to start ahead on standby (`inside/standby.py`): the first exec of a command that
+    # begins with it is handed to that process instead of starting a new one. A backend may ignore it.
+    standby: tuple[str, ...] = ()
 
 
 class EndReason(enum.Enum):

@@ -192,8 +192,10 @@ class DockerBackend(SandboxBackend):
                 remove_container_and_volumes(api, container_id, list(volumes.values()))
             lifeline.close()
             raise
-        return DockerSandbox(self.client, spec, container_id=container_id, name=name, volumes=list(volumes.values()),
-                             lifeline=lifeline)
+        sandbox = DockerSandbox(self.client, spec, container_id=container_id, name=name,
+                                volumes=list(volumes.values()), lifeline=lifeline)
+        sandbox.stand_by()
+        return sandbox
 
     def check_runtime(self, name: str) -> None:
         if self._runtimes is None:

@@ -27,6 +27,7 @@ import docker.errors
 from docker.utils.socket import frames_iter
 
 from agent_eval_sandbox.errors import DockerUnavailableError
+from agent_eval_sandbox.inside import standby as standby_
 from agent_eval_sandbox.sandbox.archive import (
     ChunkStream,
     CopyInReport,
@@ -151,6 +152,21 @@ class _Pump(threading.Thread):
         return bytes(self._kept[stream]) if self._sinks[stream] is None else None
 
 
+class _Standby:
+    """A launcher started ahead (`inside/standby.py`): its exec and the stream attached to it."""
+
+    def __init__(self, launcher: tuple[str, ...], exec_id: str, sock: Any) -> None:
+        self.launcher, self.exec_id, self.sock = launcher, exec_id, sock
+
+    def close(self) -> None:
+        """End of input without a go line: the launcher exits and starts nothing."""
+        with contextlib.suppress(OSError):
+            raw: socket.socket = getattr(self.sock, "_sock", self.sock)
+            raw.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
 class DockerSandbox(Sandbox):
     def __init__(
         self,
@@ -173,6 +189,7 @@ class DockerSandbox(Sandbox):
         self._destroyed = False
         # A new container's cgroup starts at zero; every probe moves this forward.
         self._counters = CgroupCounters(oom_kills=0, pids_refused=0)
+        self._standby: _Standby | None = None
 
     @property
     def spec(self) -> SandboxSpec:
@@ -218,22 +235,28 @@ class DockerSandbox(Sandbox):
         if on_timeout == "kill_exec":
             marker = secrets.token_hex(8)
             environment[EXEC_MARKER] = marker
+        waiting = self._take_standby(cmd, user=user, stdin=stdin, marked=marker is not None)
         started = time.monotonic()
         deadline = started + timeout if timeout is not None else None
         before = self._counters
         try:
             with docker_errors(f"starting {list(cmd)[:1]} in sandbox {self._name}"):
-                exec_id = self._api.exec_create(
-                    self._id,
-                    list(cmd),
-                    stdout=True,
-                    stderr=True,
-                    stdin=stdin is not None,
-                    user=user or self._spec.hardening.user,
-                    environment=environment or None,
-                    workdir=cwd,
-                )["Id"]
-                pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
+                if waiting is not None:
+                    exec_id = waiting.exec_id
+                    pump = _Pump(waiting.sock, stdout, stderr, max_output_bytes)
+                    stdin = standby_.encode(list(cmd[len(waiting.launcher):]), environment, cwd)
+                else:
+                    exec_id = self._api.exec_create(
+                        self._id,
+                        list(cmd),
+                        stdout=True,
+                        stderr=True,
+                        stdin=stdin is not None,
+                        user=user or self._spec.hardening.user,
+                        environment=environment or None,
+                        workdir=cwd,
+                    )["Id"]
+                    pump = _Pump(self._api.exec_start(exec_id, socket=True), stdout, stderr, max_output_bytes)
         except (SandboxError, DockerUnavailableError) as exc:
             if self._destroyed:
                 raise SandboxError(f"cannot run a command: sandbox {self._name} was destroyed") from exc
@@ -284,6 +307,48 @@ class DockerSandbox(Sandbox):
             stderr=pump.kept(2),
             output_truncated=pump.truncated,
         )
+
+    # ---- the launcher on standby (inside/standby.py) ---------------------------------------
+
+    def stand_by(self) -> None:
+        """Start the spec's launcher on standby, so that the case's agent need not wait for an exec.
+
+        A failure here costs only the speed-up: the agent's exec then starts the launcher itself.
+        """
+        launcher = tuple(self._spec.standby)
+        if not launcher or self._standby is not None:
+            return
+        try:
+            with docker_errors(f"starting the launcher of sandbox {self._name} on standby"):
+                exec_id = self._api.exec_create(self._id, [*launcher, standby_.FLAG], stdout=True, stderr=True,
+                                                stdin=True, user=self._spec.hardening.user,
+                                                workdir=self._spec.workspace)["Id"]
+                self._standby = _Standby(launcher, exec_id, self._api.exec_start(exec_id, socket=True))
+        except (SandboxError, DockerUnavailableError):
+            self._standby = None
+
+    def _take_standby(self, cmd: Sequence[str], *, user: str | None, stdin: bytes | None,
+                      marked: bool) -> _Standby | None:
+        """The launcher on standby if this command is its to run, at most once; else None.
+
+        Not for a command with input of its own, another user, or one "kill_exec" must find by its
+        environment marker (the launcher's own environment is the one it was started with)."""
+        with self._lock:
+            waiting = self._standby
+            if (waiting is None or stdin is not None or marked
+                    or tuple(cmd[:len(waiting.launcher)]) != waiting.launcher
+                    or (user or self._spec.hardening.user) != self._spec.hardening.user):
+                return None
+            self._standby = None
+        try:
+            with docker_errors(f"checking the launcher of sandbox {self._name}"):
+                alive = bool(self._api.exec_inspect(waiting.exec_id)["Running"])
+        except (SandboxError, DockerUnavailableError):
+            alive = False
+        if not alive:  # it ended before its case came: start the command the usual way
+            waiting.close()
+            return None
+        return waiting
 
     def _inspect(self, exec_id: str) -> dict[str, Any]:
         try:
@@ -515,9 +580,12 @@ class DockerSandbox(Sandbox):
         with self._lock:
             self._destroyed = True
             self._frozen.set()  # wakes any exec still waiting on this sandbox
+            waiting, self._standby = self._standby, None
             try:
                 remove_container_and_volumes(self._api, self._id, self._volumes)
             finally:
+                if waiting is not None:
+                    waiting.close()
                 # After the removal: closing it first would stop the container under a copy-out.
                 if self._lifeline is not None:
                     self._lifeline.close()

@@ -46,6 +46,7 @@ def sandbox_spec(
     timeout_s: float,
     now: float,
     mounts: Sequence[BindMount] = (),
+    standby: Sequence[str] = (),
 ) -> SandboxSpec:
     return SandboxSpec(
         image=image,
@@ -55,4 +56,5 @@ def sandbox_spec(
         limits=limits_of(config),
         hardening=hardening_of(config),
         mounts=tuple(mounts),
+        standby=tuple(standby),
     )
