@@ -146,6 +146,13 @@ def standby(stdin: BinaryIO) -> int:
         return LAUNCH_FAILED
     if go is None:
         return 0  # its case never started an agent here
+    for archive in go.archives:
+        try:
+            standby_.unpack(stdin, archive)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the agent must not start on half its files
+            print(f"run_agent: cannot copy files into {archive.dest}: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+            return LAUNCH_FAILED
     os.environ.update(go.env)
     if go.cwd:
         try:

@@ -85,6 +85,8 @@ _LINGER_S = 0.3
 _MAX_POLL_S = 1.0
 _EXIT_POLL_S = 0.005
 _GO_MODE_DIR = 1 << 31  # os.ModeDir in the stat header of Docker's archive API
+# Files copied in while the launcher waits on standby go in with its go line, up to this much.
+_DEFERRED_MAX_BYTES = 16 * MiB
 
 
 class _Pump(threading.Thread):
@@ -190,6 +192,9 @@ class DockerSandbox(Sandbox):
         # A new container's cgroup starts at zero; every probe moves this forward.
         self._counters = CgroupCounters(oom_kills=0, pids_refused=0)
         self._standby: _Standby | None = None
+        # Copied in while the launcher waited on standby: (dest, tar) in order, sent with its go line.
+        self._deferred: list[tuple[str, bytes]] = []
+        self._deferred_bytes = 0
 
     @property
     def spec(self) -> SandboxSpec:
@@ -235,7 +240,7 @@ class DockerSandbox(Sandbox):
         if on_timeout == "kill_exec":
             marker = secrets.token_hex(8)
             environment[EXEC_MARKER] = marker
-        waiting = self._take_standby(cmd, user=user, stdin=stdin, marked=marker is not None)
+        waiting, deferred = self._take_standby(cmd, user=user, stdin=stdin, marked=marker is not None)
         started = time.monotonic()
         deadline = started + timeout if timeout is not None else None
         before = self._counters
@@ -244,8 +249,11 @@ class DockerSandbox(Sandbox):
                 if waiting is not None:
                     exec_id = waiting.exec_id
                     pump = _Pump(waiting.sock, stdout, stderr, max_output_bytes)
-                    stdin = standby_.encode(list(cmd[len(waiting.launcher):]), environment, cwd)
+                    archives = [standby_.Archive(dest, len(data)) for dest, data in deferred]
+                    stdin = b"".join([standby_.encode(list(cmd[len(waiting.launcher):]), environment, cwd, archives),
+                                      *(data for _, data in deferred)])
                 else:
+                    self._put_deferred()
                     exec_id = self._api.exec_create(
                         self._id,
                         list(cmd),
@@ -328,18 +336,23 @@ class DockerSandbox(Sandbox):
             self._standby = None
 
     def _take_standby(self, cmd: Sequence[str], *, user: str | None, stdin: bytes | None,
-                      marked: bool) -> _Standby | None:
-        """The launcher on standby if this command is its to run, at most once; else None.
+                      marked: bool) -> tuple[_Standby | None, list[tuple[str, bytes]]]:
+        """The launcher on standby if this command is its to run, at most once, and the files that go in
+        with it; else None (and the files stay for `_put_deferred`).
 
         Not for a command with input of its own, another user, or one "kill_exec" must find by its
-        environment marker (the launcher's own environment is the one it was started with)."""
+        environment marker (the launcher's own environment is the one it was started with): such a
+        launcher command ends the one on standby, unused, before it starts."""
         with self._lock:
             waiting = self._standby
-            if (waiting is None or stdin is not None or marked
-                    or tuple(cmd[:len(waiting.launcher)]) != waiting.launcher
-                    or (user or self._spec.hardening.user) != self._spec.hardening.user):
-                return None
+            if waiting is None or tuple(cmd[:len(waiting.launcher)]) != waiting.launcher:
+                return None, []
             self._standby = None
+            if stdin is not None or marked or (user or self._spec.hardening.user) != self._spec.hardening.user:
+                # Started some other way (a pipeline step's prompt comes on stdin): no launcher may go
+                # on waiting beside the agent, whose processes could signal it or, under gVisor, open it.
+                waiting.close()
+                return None, []
         try:
             with docker_errors(f"checking the launcher of sandbox {self._name}"):
                 alive = bool(self._api.exec_inspect(waiting.exec_id)["Running"])
@@ -347,8 +360,10 @@ class DockerSandbox(Sandbox):
             alive = False
         if not alive:  # it ended before its case came: start the command the usual way
             waiting.close()
-            return None
-        return waiting
+            return None, []
+        with self._lock:
+            deferred, self._deferred, self._deferred_bytes = self._deferred, [], 0
+        return waiting, deferred
 
     def _inspect(self, exec_id: str) -> dict[str, Any]:
         try:
@@ -492,24 +507,44 @@ class DockerSandbox(Sandbox):
         self._require_running("copy files in")
         with tempfile.SpooledTemporaryFile(max_size=32 * MiB) as buf:
             report = write_tar(buf)
-            with docker_errors(f"copying files into {dest} of sandbox {self._name}"):
-                buf.seek(0)
-                try:
-                    self._api.put_archive(self._id, dest, buf)
-                except docker.errors.NotFound:
-                    made = self.exec(["mkdir", "-p", "--", dest])
-                    if not made.ok:
-                        raise SandboxError(
-                            f"cannot create {dest} in sandbox {self._name}: "
-                            f"{(made.stderr or b'').decode(errors='replace').strip()}"
-                        ) from None
+            size = buf.tell()
+            with self._lock:
+                # While the launcher waits on standby, the files go in with its go line (no docker cp).
+                if self._standby is not None and self._deferred_bytes + size <= _DEFERRED_MAX_BYTES:
                     buf.seek(0)
-                    self._api.put_archive(self._id, dest, buf)
+                    self._deferred.append((dest, buf.read()))
+                    self._deferred_bytes += size
+                    return report
+            self._put_deferred()  # what was copied in before goes in first
+            buf.seek(0)
+            self._put_now(dest, buf)
         return report
+
+    def _put_deferred(self) -> None:
+        """Copy in what waits for the launcher on standby: something else needs the files now."""
+        with self._lock:
+            deferred, self._deferred, self._deferred_bytes = self._deferred, [], 0
+        for dest, data in deferred:
+            self._put_now(dest, io.BytesIO(data))
+
+    def _put_now(self, dest: str, buf: IO[bytes]) -> None:
+        with docker_errors(f"copying files into {dest} of sandbox {self._name}"):
+            try:
+                self._api.put_archive(self._id, dest, buf)
+            except docker.errors.NotFound:
+                made = self.exec(["mkdir", "-p", "--", dest])
+                if not made.ok:
+                    raise SandboxError(
+                        f"cannot create {dest} in sandbox {self._name}: "
+                        f"{(made.stderr or b'').decode(errors='replace').strip()}"
+                    ) from None
+                buf.seek(0)
+                self._api.put_archive(self._id, dest, buf)
 
     def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         if self._destroyed:
             raise SandboxError(f"cannot copy {src} out: sandbox {self._name} was destroyed")
+        self._put_deferred()
         with docker_errors(f"copying {src} out of sandbox {self._name}"):
             try:
                 chunks, st = self._api.get_archive(self._id, src, chunk_size=MiB)
@@ -581,6 +616,7 @@ class DockerSandbox(Sandbox):
             self._destroyed = True
             self._frozen.set()  # wakes any exec still waiting on this sandbox
             waiting, self._standby = self._standby, None
+            self._deferred, self._deferred_bytes = [], 0
             try:
                 remove_container_and_volumes(self._api, self._id, self._volumes)
             finally:

@@ -77,6 +77,15 @@ def standby_pids(sandbox: DockerSandbox) -> list[int]:
     return [int(line.split()[0]) for line in listing.decode().splitlines() if line.strip()]
 
 
+def waiting_pid(sandbox: DockerSandbox) -> int:
+    """The launcher on standby: its exec is started with the sandbox, its process a moment later."""
+    deadline = time.monotonic() + 10
+    while not (pids := standby_pids(sandbox)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(pids) == 1, f"the sandbox has {len(pids)} launchers on standby, not one"
+    return pids[0]
+
+
 def report_of(result) -> dict[str, str]:
     assert result.exit_code == 0, result
     return dict(part.split("=", 1) for line in result.stdout.decode().splitlines() for part in line.split(" "))
@@ -84,16 +93,14 @@ def report_of(result) -> dict[str, str]:
 
 def test_the_agent_is_handed_to_the_waiting_launcher_once_with_its_env_and_directory(make):
     sandbox = make("once")
-    waiting = standby_pids(sandbox)
-    assert len(waiting) == 1, "the sandbox has no launcher on standby"
-
+    waiting = waiting_pid(sandbox)
     first = report_of(launch(sandbox))
-    assert int(first["ppid"]) == waiting[0], "the agent was not started by the launcher on standby"
+    assert int(first["ppid"]) == waiting, "the agent was not started by the launcher on standby"
     assert first["foo"] == "from-the-case" and first["cwd"] == "/tmp" and first["prompt"] == "the-prompt"
     assert standby_pids(sandbox) == [], "a launcher is still waiting after the agent's start"
 
     second = report_of(launch(sandbox))
-    assert int(second["ppid"]) != waiting[0] and second["foo"] == "from-the-case" and second["cwd"] == "/tmp"
+    assert int(second["ppid"]) != waiting and second["foo"] == "from-the-case" and second["cwd"] == "/tmp"
 
 
 def test_no_launcher_waits_while_the_agent_runs(make):
@@ -105,15 +112,15 @@ def test_no_launcher_waits_while_the_agent_runs(make):
 
 def test_other_commands_leave_the_standby_for_the_agent(make):
     sandbox = make("others")
-    waiting = standby_pids(sandbox)
+    waiting = waiting_pid(sandbox)
     assert sandbox.exec(["sh", "-c", "echo hook > /workspace/hook.txt"], timeout=30).ok
     assert sandbox.exec(["sh", "-c", "cat"], stdin=b"input", timeout=30).stdout == b"input"
-    assert int(report_of(launch(sandbox))["ppid"]) == waiting[0]
+    assert int(report_of(launch(sandbox))["ppid"]) == waiting
 
 
 def test_a_standby_that_died_is_replaced_by_a_plain_exec(make):
     sandbox = make("died")
-    [pid] = standby_pids(sandbox)
+    pid = waiting_pid(sandbox)
     assert sandbox.exec(["kill", "-9", str(pid)], timeout=30).ok
     time.sleep(0.5)
     report = report_of(launch(sandbox))
@@ -122,6 +129,7 @@ def test_a_standby_that_died_is_replaced_by_a_plain_exec(make):
 
 def test_a_spec_without_a_launcher_starts_none(make):
     sandbox = make("none", standby=())
+    time.sleep(1)  # a launcher started with it would be there by now
     assert standby_pids(sandbox) == []
     assert report_of(launch(sandbox))["foo"] == "from-the-case"
 
@@ -130,8 +138,103 @@ def test_the_sandbox_user_cannot_reach_the_standby_input(make):
     """Only the controller may write the go line: the launcher is non-dumpable before it reads it,
     so its stdin cannot be opened through /proc by another process of the same user (runc)."""
     sandbox = make("reach")
-    [pid] = standby_pids(sandbox)
+    pid = waiting_pid(sandbox)
     probe = sandbox.exec(["sh", "-c", f"echo '{{\"argv\": []}}' > /proc/{pid}/fd/0 && echo WROTE"], timeout=30)
     assert b"WROTE" not in (probe.stdout or b""), "the sandbox user wrote into the launcher's input"
     assert b"Permission denied" in (probe.stderr or b""), probe
     assert int(report_of(launch(sandbox))["ppid"]) == pid
+
+
+# ---- files copied in while the launcher waits go in with its go line ----------------------------
+
+LISTING = "cd /workspace && find . -mindepth 1 | sort | xargs stat -c '%n %U:%G %a %s %Y %F'"
+
+
+def workspace(root: Path) -> Path:
+    (root / "pkg" / "deep").mkdir(parents=True)
+    (root / "pkg" / "deep" / "mod.py").write_text("VALUE = 1\n")
+    (root / "run.sh").write_text("#!/bin/sh\necho run\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "private.txt").write_text("mode 600\n")
+    (root / "private.txt").chmod(0o600)
+    (root / "link").symlink_to("pkg/deep/mod.py")
+    return root
+
+
+def test_files_copied_in_reach_the_agent_as_docker_would_have_put_them(make, tmp_path: Path):
+    files = workspace(tmp_path / "ws")
+    plain = make("plain", standby=())
+    plain.copy_in(files, "/workspace")
+    expected = plain.exec(["sh", "-c", LISTING], timeout=30)
+    assert expected.ok and b"run.sh agent:agent 755" in expected.stdout, expected
+
+    waiting = make("waiting")
+    pid = waiting_pid(waiting)
+    waiting.copy_in(files, "/workspace")
+    # Not copied yet (no docker cp): they go in with the go line.
+    assert list(workspace_volume(backend_of(waiting), waiting).iterdir()) == []
+    seen = launch(waiting, command=f'echo "ppid=$PPID"; {LISTING}')
+    assert seen.exit_code == 0, seen.stderr
+    ppid, listing = seen.stdout.split(b"\n", 1)
+    assert int(ppid.split(b"=")[1]) == pid
+    assert listing == expected.stdout
+
+
+def backend_of(sandbox: DockerSandbox):
+    return sandbox._api  # noqa: SLF001 - the test looks behind the sandbox at its volume
+
+
+def workspace_volume(api, sandbox: DockerSandbox) -> Path:
+    """Where the daemon mounted the sandbox's workspace volume on this host."""
+    mounts = {m["Destination"]: m for m in api.inspect_container(sandbox.container_id)["Mounts"]}
+    return Path(mounts["/workspace"]["Source"])
+
+
+def test_files_copied_in_are_there_for_any_other_command_and_for_copy_out(make, tmp_path: Path):
+    files = workspace(tmp_path / "ws")
+    sandbox = make("others-see")
+    sandbox.copy_in(files, "/workspace")
+    assert sandbox.exec(["cat", "/workspace/private.txt"], timeout=30).stdout == b"mode 600\n"
+    assert waiting_pid(sandbox)  # still waiting for the agent
+
+    fresh = make("copy-out")
+    fresh.copy_in(files, "/workspace")
+    report = fresh.copy_out("/workspace", tmp_path / "out", max_bytes=10**6, max_files=100)
+    assert report.files == 3 and (tmp_path / "out" / "run.sh").read_text() == "#!/bin/sh\necho run\n"
+
+
+def test_files_copied_in_before_a_standby_died_still_reach_the_agent(make, tmp_path: Path):
+    sandbox = make("died-files")
+    pid = waiting_pid(sandbox)
+    sandbox.copy_in(workspace(tmp_path / "ws"), "/workspace")
+    # Killed from outside the sandbox's own commands: an exec would send the files in first.
+    os.kill(host_pid(sandbox, pid), 9)
+    time.sleep(0.5)
+    result = launch(sandbox, command="cat /workspace/private.txt")
+    assert result.exit_code == 0 and result.stdout == b"mode 600\n", result
+
+
+def host_pid(sandbox: DockerSandbox, pid_inside: int) -> int:
+    """The host pid of a process of the sandbox (runc: its NSpid line names both)."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("NSpid:") and line.split()[-1] == str(pid_inside) and len(line.split()) > 2:
+                cgroup = (status.parent / "cgroup").read_text()
+                if sandbox.container_id in cgroup:
+                    return int(line.split()[1])
+    raise AssertionError(f"no host process for pid {pid_inside} of {sandbox.name}")
+
+
+def test_a_launcher_started_another_way_ends_the_standby_first(make):
+    """A pipeline step's prompt comes on stdin, so its launcher is a plain exec: found by the red team,
+    the unused one went on waiting beside step 1's agent, which could stop it (and, under gVisor,
+    open its input)."""
+    sandbox = make("pipeline")
+    waiting_pid(sandbox)
+    argv = ac.launcher_argv(["sh", "-c", f'cat; {WAITING}'], prompt_file=ac.PROMPT_ON_STDIN)
+    result = sandbox.exec(argv, stdin=b"step prompt\n", cwd="/tmp", timeout=60)
+    assert result.exit_code == 0 and result.stdout == b"step prompt\n", result
