@@ -1,6 +1,6 @@
 """Performance benchmarks: every figure a ratio against a floor measured in the same run.
 
-    .venv/bin/python benchmarks/perf.py e2e     [--cases 8] [--runs 5] [--tool-calls 1]  # overhead, vs the bare CLI
+    .venv/bin/python benchmarks/perf.py e2e     [--cases 8] [--runs 5] [--tool-calls 1] [--model-delay 0]
     .venv/bin/python benchmarks/perf.py latency [--requests 500]         # gateway and hook broker, per request
     .venv/bin/python benchmarks/perf.py soak    [--cases 1000]           # memory, descriptors, leftovers, rate
 
@@ -64,8 +64,9 @@ SKILL = "---\nname: bench\ndescription: writes a marker\n---\nRun what the argum
 # ---- the eval of trivial cases ---------------------------------------------------------------
 
 
-def trivial_project(root: Path, cases: int, tool_calls: int = 1) -> Path:
-    """An eval of `cases` cases: `tool_calls` Bash calls and an answer each, no judges but a code check."""
+def trivial_project(root: Path, cases: int, tool_calls: int = 1, model_delay_s: float = 0.0) -> Path:
+    """An eval of `cases` cases: `tool_calls` Bash calls and an answer each, no judges but a code check;
+    the scripted model takes `model_delay_s` over each answer (a real model's time to answer)."""
     root.mkdir(parents=True)
     (root / "eval.yaml").write_text(
         "name: bench\n"
@@ -90,6 +91,8 @@ def trivial_project(root: Path, cases: int, tool_calls: int = 1) -> Path:
         steps += [{"tool": "Bash", "input": {"command": f"echo call-{call} >> marker.txt && wc -l marker.txt"}}
                   for call in range(1, tool_calls)]
         steps.append({"text": f"case {index} marked"})
+        if model_delay_s:
+            steps = [{**step, "delay_s": model_delay_s} for step in steps]
         (case / "model_script.yaml").write_text(yaml.safe_dump(steps, sort_keys=False))
     return root / "eval.yaml"
 
@@ -236,7 +239,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     rounds: list[E2eRound] = []
     with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp:
         scratch = Path(tmp)
-        eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls)
+        eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls, args.model_delay)
         project = eval_yaml.parent
         warm = run_eval(eval_yaml, 1, scratch / "runs")  # warm-up: image, page cache, binary
         cases = host_cases(project, warm.run_dir)
@@ -281,14 +284,15 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     parallel_ratio = per_round(lambda r: (p1(r).span_s / p2(r).span_s) / (r.host_sequential_s / r.host_pairs_s))
     results = {
         "cases_per_run": args.cases, "runs": args.runs, "tool_calls": args.tool_calls,
+        "model_delay_s": args.model_delay,
         "floor_docker_run_s": floor,
         "case_s": case_s, "agent_exec_s": agent_s, "controller_overhead_s": overhead,
         "overhead_over_floor": overhead_ratio,
         "host_case_s": host_s, "case_over_host_case": vs_host, "run_over_host_sequence": run_vs_host,
         "speedup_p2": speedup, "host_speedup_two_at_once": ceiling, "speedup_over_ceiling": parallel_ratio,
     }
-    print(f"\nmedians of {args.runs} rounds, {args.cases} cases a run, {args.tool_calls} tool call(s) a case; "
-          f"{load_line()}")
+    print(f"\nmedians of {args.runs} rounds, {args.cases} cases a run, {args.tool_calls} tool call(s) a case, "
+          f"the model answering in {args.model_delay:g}s; {load_line()}")
     print(f"  floor (docker run --rm --network none IMAGE true)   {ms(floor)}")
     print(f"  sandboxed case {case_s:.3f}s = agent exec {agent_s:.3f}s + controller overhead {ms(overhead)}")
     print(f"  controller overhead / floor                         {overhead_ratio:.2f}   (target <= 1.0, stretch 0.5)")
@@ -530,6 +534,8 @@ def main() -> None:
     one.add_argument("--cases", type=int, default=8)
     one.add_argument("--runs", type=int, default=5)
     one.add_argument("--tool-calls", type=int, default=1, help="Bash calls a case makes before its answer")
+    one.add_argument("--model-delay", type=float, default=0.0,
+                     help="seconds the scripted model takes over each answer (default: none)")
     one.add_argument("--floor-runs", type=int, default=3, help="bare docker runs before and after each round")
     one.set_defaults(func=e2e)
     lat = commands.add_parser("latency", help="gateway latency per model request, hook-broker round trip")
