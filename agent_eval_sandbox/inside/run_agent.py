@@ -145,7 +145,11 @@ def standby(stdin: BinaryIO) -> int:
         print(f"run_agent: {exc}; not starting the agent", file=sys.stderr, flush=True)
         return LAUNCH_FAILED
     if go is None:
-        return 0  # its case never started an agent here
+        # Its case never started an agent here (the sandbox is being removed), or the stream from the
+        # controller broke: either way nothing ran, and an exit of 0 must never say otherwise.
+        print("run_agent: the launcher's input ended before its go line; not starting the agent",
+              file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
     for archive in go.archives:
         try:
             standby_.unpack(stdin, archive)

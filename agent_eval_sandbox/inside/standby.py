@@ -17,7 +17,8 @@ archives, with the sandbox user's ownership: the same files a `docker cp`
 would have put there, without its ~50 ms). Then it goes on exactly as
 `LAUNCHER argv...` started with `env` added to its environment and `cwd` as
 its directory would. End of input without a line means the case never ran
-its agent here: the launcher exits 0 and starts nothing.
+its agent here (or the stream broke): the launcher starts nothing and exits
+125, never 0.
 
 Only the controller holds that stdin: the launcher makes itself non-dumpable
 before it reads it, so nothing else of the sandbox user's can reach it through

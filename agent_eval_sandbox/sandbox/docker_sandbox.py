@@ -161,7 +161,7 @@ class _Standby:
         self.launcher, self.exec_id, self.sock = launcher, exec_id, sock
 
     def close(self) -> None:
-        """End of input without a go line: the launcher exits and starts nothing."""
+        """End of input without a go line: the launcher starts nothing and exits."""
         with contextlib.suppress(OSError):
             raw: socket.socket = getattr(self.sock, "_sock", self.sock)
             raw.shutdown(socket.SHUT_RDWR)

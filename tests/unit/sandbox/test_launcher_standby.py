@@ -109,9 +109,11 @@ def test_the_go_line_gives_the_command_its_environment_and_directory(gateway: Pa
     assert done.stdout.decode() == f"from-the-start from-the-go-line {work} the prompt\n"
 
 
-def test_no_go_line_starts_nothing(tmp_path: Path):
+def test_no_go_line_starts_nothing_and_is_no_success(tmp_path: Path):
+    """Its input closed unused, or the stream from the controller broke: never an exit 0 for nothing done."""
     done = on_standby(b"")
-    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    assert (done.returncode, done.stdout) == (125, b"")
+    assert done.stderr == b"run_agent: the launcher's input ended before its go line; not starting the agent\n"
 
 
 @pytest.mark.parametrize("line", [b"garbage\n", b'{"argv": [], "env": {}}'])
