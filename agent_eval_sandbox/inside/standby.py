@@ -11,10 +11,12 @@ line on that process's stdin, then closes it:
     {"argv": [...], "env": {...}, "cwd": "/workspace", "archives": [{"dest": "/workspace", "size": N}]}
 
 followed by the archives' bytes (tar, one after the other, `size` bytes
-each): the files the host copied in since the sandbox was made, which the
+each): the files the host copied into the untouched sandbox, which the
 launcher unpacks into their `dest` as the sandbox user (the host made the
 archives, with the sandbox user's ownership: the same files a `docker cp`
-would have put there, without its ~50 ms). Then it goes on exactly as
+would have put there, without its ~50 ms). The host sends only what the
+sandbox user may write: nothing over earlier files, nothing at or below a
+bind mount's directories (runc makes them as root). Then it goes on exactly as
 `LAUNCHER argv...` started with `env` added to its environment and `cwd` as
 its directory would. End of input without a line means the case never ran
 its agent here (or the stream broke): the launcher starts nothing and exits

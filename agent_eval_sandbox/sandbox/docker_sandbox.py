@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import posixpath
 import secrets
 import socket
+import tarfile
 import tempfile
 import threading
 import time
@@ -37,6 +39,7 @@ from agent_eval_sandbox.sandbox.archive import (
     tar_from_files,
 )
 from agent_eval_sandbox.sandbox.base import (
+    BindMount,
     ExecResult,
     MiB,
     OnTimeout,
@@ -85,7 +88,7 @@ _LINGER_S = 0.3
 _MAX_POLL_S = 1.0
 _EXIT_POLL_S = 0.005
 _GO_MODE_DIR = 1 << 31  # os.ModeDir in the stat header of Docker's archive API
-# Files copied in while the launcher waits on standby go in with its go line, up to this much.
+# The first files copied in while the launcher waits on standby go in with its go line, up to this much.
 _DEFERRED_MAX_BYTES = 16 * MiB
 
 
@@ -154,6 +157,37 @@ class _Pump(threading.Thread):
         return bytes(self._kept[stream]) if self._sinks[stream] is None else None
 
 
+def mount_points_within(dest: str, mounts: Sequence[BindMount]) -> set[str]:
+    """The paths below `dest` (relative) that its bind mounts occupy: each mount's target and the
+    directories runc makes for it, owned by root — only `docker cp`, as root, may write there."""
+    occupied: set[str] = set()
+    for mount in mounts:
+        rel = posixpath.relpath(mount.target, dest)
+        if rel == "." or rel.startswith(".."):
+            continue
+        parts = rel.split("/")
+        occupied.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    return occupied
+
+
+def touches_mount_points(names: Sequence[str], dest: str, mounts: Sequence[BindMount]) -> bool:
+    """Whether an archive unpacked into `dest` would write at or below a mount point (`mount_points_within`)."""
+    occupied = mount_points_within(dest, mounts)
+    if not occupied:
+        return False
+    for name in names:
+        path = posixpath.normpath(name.lstrip("/"))
+        if any(path == place or path.startswith(place + "/") for place in occupied):
+            return True
+    return False
+
+
+def _member_names(buf: IO[bytes]) -> list[str]:
+    buf.seek(0)
+    with tarfile.open(fileobj=buf, mode="r:") as tar:
+        return tar.getnames()
+
+
 class _Standby:
     """A launcher started ahead (`inside/standby.py`): its exec and the stream attached to it."""
 
@@ -192,9 +226,11 @@ class DockerSandbox(Sandbox):
         # A new container's cgroup starts at zero; every probe moves this forward.
         self._counters = CgroupCounters(oom_kills=0, pids_refused=0)
         self._standby: _Standby | None = None
-        # Copied in while the launcher waited on standby: (dest, tar) in order, sent with its go line.
+        # Copied in while the launcher waited on standby: (dest, tar), sent with its go line.
         self._deferred: list[tuple[str, bytes]] = []
-        self._deferred_bytes = 0
+        # Nothing was copied in and nothing ran yet: the launcher unpacks into empty volumes only, so
+        # it never meets a file it may not overwrite as the sandbox user (docker cp writes as root).
+        self._pristine = True
 
     @property
     def spec(self) -> SandboxSpec:
@@ -254,6 +290,7 @@ class DockerSandbox(Sandbox):
                                       *(data for _, data in deferred)])
                 else:
                     self._put_deferred()
+                    self._pristine = False
                     exec_id = self._api.exec_create(
                         self._id,
                         list(cmd),
@@ -362,7 +399,7 @@ class DockerSandbox(Sandbox):
             waiting.close()
             return None, []
         with self._lock:
-            deferred, self._deferred, self._deferred_bytes = self._deferred, [], 0
+            deferred, self._deferred = self._deferred, []
         return waiting, deferred
 
     def _inspect(self, exec_id: str) -> dict[str, Any]:
@@ -509,11 +546,12 @@ class DockerSandbox(Sandbox):
             report = write_tar(buf)
             size = buf.tell()
             with self._lock:
-                # While the launcher waits on standby, the files go in with its go line (no docker cp).
-                if self._standby is not None and self._deferred_bytes + size <= _DEFERRED_MAX_BYTES:
+                # While the launcher waits on standby, the first files go in with its go line (no docker cp).
+                if (self._standby is not None and self._pristine and size <= _DEFERRED_MAX_BYTES
+                        and not touches_mount_points(_member_names(buf), dest, self._spec.mounts)):
                     buf.seek(0)
                     self._deferred.append((dest, buf.read()))
-                    self._deferred_bytes += size
+                    self._pristine = False
                     return report
             self._put_deferred()  # what was copied in before goes in first
             buf.seek(0)
@@ -523,11 +561,12 @@ class DockerSandbox(Sandbox):
     def _put_deferred(self) -> None:
         """Copy in what waits for the launcher on standby: something else needs the files now."""
         with self._lock:
-            deferred, self._deferred, self._deferred_bytes = self._deferred, [], 0
+            deferred, self._deferred = self._deferred, []
         for dest, data in deferred:
             self._put_now(dest, io.BytesIO(data))
 
     def _put_now(self, dest: str, buf: IO[bytes]) -> None:
+        self._pristine = False
         with docker_errors(f"copying files into {dest} of sandbox {self._name}"):
             try:
                 self._api.put_archive(self._id, dest, buf)
@@ -616,7 +655,7 @@ class DockerSandbox(Sandbox):
             self._destroyed = True
             self._frozen.set()  # wakes any exec still waiting on this sandbox
             waiting, self._standby = self._standby, None
-            self._deferred, self._deferred_bytes = [], 0
+            self._deferred = []
             try:
                 remove_container_and_volumes(self._api, self._id, self._volumes)
             finally:

@@ -117,5 +117,5 @@ def test_the_forwarder_needs_only_the_standard_library():
 
     # controller_link is its sibling in the image (how a Kubernetes Pod reaches the relay).
     assert imports(FORWARDER) <= {"__future__", "argparse", "contextlib", "errno", "os", "socket", "sys", "threading",
-                                  "time", "controller_link"}
+                                  "time", "typing", "controller_link"}
     assert imports(FORWARDER.parent / "controller_link.py") <= {"__future__", "json", "os", "socket"}

@@ -59,9 +59,10 @@ def channel() -> Iterator[Path]:
 
 @pytest.fixture
 def make(backend, sandbox_image: str, run_id: str, channel: Path):
-    def make_one(case_id: str, standby: tuple[str, ...] = ac.launcher_command()) -> DockerSandbox:
+    def make_one(case_id: str, standby: tuple[str, ...] = ac.launcher_command(),
+                 mounts: tuple[BindMount, ...] = ()) -> DockerSandbox:
         spec = SandboxSpec(image=sandbox_image, run_id=run_id, case_id=case_id, deadline_epoch=time.time() + 600,
-                           mounts=(BindMount(channel, paths.RUN_DIR),), standby=standby)
+                           mounts=(BindMount(channel, paths.RUN_DIR), *mounts), standby=standby)
         return backend.create(spec)
 
     return make_one
@@ -78,12 +79,28 @@ def standby_pids(sandbox: DockerSandbox) -> list[int]:
 
 
 def waiting_pid(sandbox: DockerSandbox) -> int:
-    """The launcher on standby: its exec is started with the sandbox, its process a moment later."""
+    """The launcher on standby, its pid inside, seen from the host: a command run in the sandbox to
+    look would be its first, and files copied in after one go in by `docker cp`, not the go line.
+    Its exec is started with the sandbox, its process a moment later."""
     deadline = time.monotonic() + 10
-    while not (pids := standby_pids(sandbox)) and time.monotonic() < deadline:
+    while not (pids := host_view_of_standby(sandbox)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(pids) == 1, f"the sandbox has {len(pids)} launchers on standby, not one"
     return pids[0]
+
+
+def host_view_of_standby(sandbox: DockerSandbox) -> list[int]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"--standby" not in (proc / "cmdline").read_bytes() or \
+                    sandbox.container_id not in (proc / "cgroup").read_text():
+                continue
+            nspid = [line for line in (proc / "status").read_text().splitlines() if line.startswith("NSpid:")]
+        except OSError:
+            continue
+        found.append(int(nspid[0].split()[-1]))
+    return found
 
 
 def report_of(result) -> dict[str, str]:
@@ -238,3 +255,57 @@ def test_a_launcher_started_another_way_ends_the_standby_first(make):
     argv = ac.launcher_argv(["sh", "-c", f'cat; {WAITING}'], prompt_file=ac.PROMPT_ON_STDIN)
     result = sandbox.exec(argv, stdin=b"step prompt\n", cwd="/tmp", timeout=60)
     assert result.exit_code == 0 and result.stdout == b"step prompt\n", result
+
+
+def test_a_second_copy_over_read_only_files_is_docker_s_not_the_launcher_s(make, tmp_path: Path):
+    """A host before_each hook changes the staged copy and it is sent in again: the second copy
+    overwrites read-only files, which only `docker cp` (as root) may. Found by the suite: the
+    launcher, unpacking both as the sandbox user, could not (exit 125, the case an error)."""
+    files = workspace(tmp_path / "ws")
+    (files / ".claude").mkdir()
+    (files / ".claude" / "settings.json").write_text("{}\n")
+    (files / ".claude" / "settings.json").chmod(0o444)
+    (files / "frozen").mkdir()
+    (files / "frozen" / "kept.txt").write_text("kept\n")
+    (files / "frozen").chmod(0o555)
+    try:
+        sandbox = make("twice")
+        pid = waiting_pid(sandbox)
+        sandbox.copy_in(files, "/workspace")
+        (files / "private.txt").chmod(0o600)
+        (files / "private.txt").write_text("changed by a host hook\n")
+        sandbox.copy_in(files, "/workspace")
+        seen = launch(sandbox, command='echo "ppid=$PPID"; cat /workspace/private.txt /workspace/frozen/kept.txt; '
+                                       'stat -c %a /workspace/.claude/settings.json /workspace/frozen')
+        assert seen.exit_code == 0, seen.stderr
+        assert seen.stdout.decode().splitlines() == [f"ppid={pid}", "changed by a host hook", "kept", "444", "555"]
+    finally:
+        (files / "frozen").chmod(0o755)
+
+
+def test_files_beside_a_mount_in_the_workspace_reach_the_agent_as_docker_would_have_put_them(make, tmp_path: Path):
+    """The project's skills are mounted at /workspace/.claude/skills: runc makes /workspace/.claude for
+    it, owned by root, where the staged .claude/settings.json must go. Found by the suite: the launcher
+    could not write there (exit 125, the case an error); such files go in by `docker cp` (as root)."""
+    skills = tmp_path / "skills"
+    (skills / "s").mkdir(parents=True)
+    (skills / "s" / "SKILL.md").write_text("a skill\n")
+    os.chmod(tmp_path, 0o755)
+    mounts = (BindMount(skills, "/workspace/.claude/skills"),)
+    files = workspace(tmp_path / "ws")
+    (files / ".claude").mkdir()
+    (files / ".claude" / "settings.json").write_text("{}\n")
+    listing = LISTING.replace("find . -mindepth 1", "find . -mindepth 1 -not -path './.claude/skills/*'")
+
+    plain = make("plain-mounted", standby=(), mounts=mounts)
+    plain.copy_in(files, "/workspace")
+    expected = plain.exec(["sh", "-c", listing], timeout=30)
+    assert expected.ok and b"./.claude/settings.json agent:agent" in expected.stdout, expected
+
+    waiting = make("waiting-mounted", mounts=mounts)
+    pid = waiting_pid(waiting)
+    waiting.copy_in(files, "/workspace")
+    seen = launch(waiting, command=f'echo "ppid=$PPID"; {listing}')
+    assert seen.exit_code == 0, seen.stderr
+    ppid, got = seen.stdout.split(b"\n", 1)
+    assert int(ppid.split(b"=")[1]) == pid and got == expected.stdout
