@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.runner import agent_command as ac
 from agent_eval_sandbox.sandbox.base import BindMount, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_sandbox import DockerSandbox
+from tests.accepting_socket import accepting_unix_socket
 
 pytestmark = pytest.mark.docker
 
@@ -38,23 +37,11 @@ def channel() -> Iterator[Path]:
     os.chmod(path, 0o755)
     (path / paths.PROMPT_FILE_NAME).write_text("the-prompt\n")
     os.chmod(path / paths.PROMPT_FILE_NAME, 0o644)
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path / paths.GATEWAY_SOCKET_NAME))
-    os.chmod(path / paths.GATEWAY_SOCKET_NAME, 0o777)
-    server.listen(16)
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            conn.close()
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield path
-    server.close()
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        with accepting_unix_socket(path / paths.GATEWAY_SOCKET_NAME, mode=0o777):
+            yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

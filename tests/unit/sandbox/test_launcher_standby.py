@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import subprocess
 import sys
 import tarfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agent_eval_sandbox.inside import standby
+from tests.accepting_socket import accepting_unix_socket
 
 LAUNCHER = Path(standby.__file__).with_name("run_agent.py")
 
@@ -70,22 +69,8 @@ def test_a_go_line_has_a_size_limit_both_ways():
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "gw.sock"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    server.listen(8)
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            conn.close()
-
-    threading.Thread(target=accept, daemon=True).start()
-    yield path
-    server.close()
+    with accepting_unix_socket(tmp_path / "gw.sock") as path:
+        yield path
 
 
 def on_standby(stdin: bytes) -> subprocess.CompletedProcess[bytes]:
