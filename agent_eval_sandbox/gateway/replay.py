@@ -13,7 +13,9 @@ of going on with answers that do not belong to its conversation. A case that
 ends with exchanges never asked for is a mismatch too. Either way the
 mismatch says where, and holds a diff of the nearest recorded request (the
 unserved one sharing most lines with it) against what was sent, both
-normalised.
+normalised. When the two differ in how many background-task notifications
+they hold, the summary says so: where a background agent's notification lands
+is the CLI's timing, not a change in the eval, so another replay may match.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ DIFF_CONTEXT = 3
 DIFF_MAX_LINES = 400
 LINE_MAX_CHARS = 400
 SUMMARY_VALUE_CHARS = 100
+# How the CLI tells the main agent that a background agent finished (in a system reminder).
+TASK_NOTIFICATION = "<task-notification>"
+TIMING_HINT = ("; a background agent's notification came at another point of the conversation than when "
+               "recorded: that is the CLI's timing, not a change in the eval, and replaying again may match")
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,10 @@ def first_difference(expected: list[str], actual: list[str]) -> str:
         after = actual[j1] if j1 < j2 else "(nothing)"
         return f"expected {_cut(before, SUMMARY_VALUE_CHARS)!r}, got {_cut(after, SUMMARY_VALUE_CHARS)!r}"
     return "the bodies differ"
+
+
+def _notifications(lines: list[str]) -> int:
+    return sum(TASK_NOTIFICATION in line for line in lines)
 
 
 class Matcher:
@@ -135,6 +145,8 @@ class Matcher:
         detail = (f"nearest is seq {entry.seq} ({entry.method} {entry.path}): {first_difference(expected, actual)}"
                   if left else f"all {len(self._entries)} recorded exchanges were served already; "
                                f"the nearest was seq {entry.seq}: {first_difference(expected, actual)}")
+        if _notifications(expected) != _notifications(actual):
+            detail += TIMING_HINT
         return Mismatch(f"replay mismatch: {where}; {detail}",
                         request_diff(expected, actual, f"cassette seq {entry.seq} (expected)",
                                      f"request {number} of the replay (actual)"))

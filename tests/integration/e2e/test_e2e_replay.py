@@ -206,10 +206,14 @@ def test_a_run_whose_subagent_runs_beside_the_main_agent_replays(project):
         dataset: {path: cases}
     """)
     project.case("c1", {"q": "delegate"})
+    # Which thread gets the Bash call is a race, decided once, when recording. Whoever gets it sleeps, so the other
+    # has long finished by the time it asks again, and the background agent's notification lands at the same point
+    # of the main agent's conversation in both runs. (Without the sleep it lands where the CLI's timing puts it, and
+    # a replay can mismatch: test_gateway_replay_match names that case.)
     project.write("cases/c1/model_script.yaml", yaml.safe_dump({"advance": "per_request", "steps": [
         {"tool": "Task", "input": {"description": "look around", "prompt": "list the files",
                                    "subagent_type": "general-purpose"}},
-        {"tool": "Bash", "input": {"command": "echo from-a-thread"}},
+        {"tool": "Bash", "input": {"command": "sleep 2; echo from-a-thread"}},
         {"text": "one thread done"},
         {"text": "all done"},
     ]}))

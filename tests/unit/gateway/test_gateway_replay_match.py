@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_eval_sandbox.gateway.cassette import Cassette, End, Entry, Header, Response
-from agent_eval_sandbox.gateway.replay import Matcher, Mismatch, flat_lines, request_diff
+from agent_eval_sandbox.gateway.replay import TIMING_HINT, Matcher, Mismatch, flat_lines, request_diff
 
 PATH = "/v1/messages?beta=true"
 
@@ -92,6 +92,25 @@ def test_the_diff_is_against_the_nearest_unserved_request():
     mismatch = matcher.take("POST", PATH, changed)
     assert "nearest is seq 2" in mismatch.summary
     assert "expected 'messages[2].content[0].content: ok'" in mismatch.summary
+
+
+def test_a_background_agents_notification_at_another_point_is_named_as_timing():
+    """Recorded: the subagent finished before the main agent's next turn, so that turn carries its notification;
+    replayed, it finished later. The summary says why, and a plain drift does not get that hint."""
+    notification = ("\n<system-reminder>\n<task-notification>\n<task-id>a1</task-id>\n<status>completed</status>"
+                    "\n</task-notification>\n</system-reminder>")
+    recorded = _body("main", 1)
+    recorded["messages"][2]["content"].append({"type": "text", "text": notification})
+    matcher = Matcher(_cassette(_entry(0, _body("main", 0)), _entry(1, recorded)))
+    matcher.take("POST", PATH, _body("main", 0))
+    mismatch = matcher.take("POST", PATH, _body("main", 1))
+    assert isinstance(mismatch, Mismatch) and "nearest is seq 1" in mismatch.summary
+    assert mismatch.summary.endswith(TIMING_HINT)
+    assert "-messages[2].content[1].text: <task-notification>" in mismatch.diff.splitlines()
+    changed = _body("main", 1, note=" again")
+    changed["messages"][2]["content"].append({"type": "text", "text": notification})
+    drifted = Matcher(_cassette(_entry(0, recorded))).take("POST", PATH, changed)
+    assert isinstance(drifted, Mismatch) and TIMING_HINT not in drifted.summary
 
 
 def test_a_case_that_stops_early_leaves_exchanges_unasked_for_and_that_is_a_mismatch():
