@@ -1,6 +1,6 @@
 """Performance benchmarks: every figure a ratio against a floor measured in the same run.
 
-    .venv/bin/python benchmarks/perf.py e2e     [--cases 8] [--runs 5] [--tool-calls 1] [--model-delay 0]
+    .venv/bin/python benchmarks/perf.py e2e     [--cases 8] [--runs 5] [--tool-calls 1] [--model-delay 0] [--cpus 1]
     .venv/bin/python benchmarks/perf.py latency [--requests 500]         # gateway and hook broker, per request
     .venv/bin/python benchmarks/perf.py soak    [--cases 1000]           # memory, descriptors, leftovers, rate
 
@@ -64,9 +64,11 @@ SKILL = "---\nname: bench\ndescription: writes a marker\n---\nRun what the argum
 # ---- the eval of trivial cases ---------------------------------------------------------------
 
 
-def trivial_project(root: Path, cases: int, tool_calls: int = 1, model_delay_s: float = 0.0) -> Path:
+def trivial_project(root: Path, cases: int, tool_calls: int = 1, model_delay_s: float = 0.0,
+                    cpus: float | None = None) -> Path:
     """An eval of `cases` cases: `tool_calls` Bash calls and an answer each, no judges but a code check;
-    the scripted model takes `model_delay_s` over each answer (a real model's time to answer)."""
+    the scripted model takes `model_delay_s` over each answer (a real model's time to answer); `cpus`
+    overrides the sandbox's CPU limit (`sandbox.cpus`, default 1)."""
     root.mkdir(parents=True)
     (root / "eval.yaml").write_text(
         "name: bench\n"
@@ -74,10 +76,11 @@ def trivial_project(root: Path, cases: int, tool_calls: int = 1, model_delay_s: 
         f"models: {{skill: {MODEL}}}\n"
         "runner: {permission_mode: bypassPermissions}\n"
         "dataset: {path: cases, workspace: {files: [notes.txt]}}\n"
-        "judges:\n"
-        "  - name: exited\n"
-        "    check: |\n"
-        "      return outputs.get('exit_code') == 0, 'exit code'\n"
+        + (f"sandbox: {{cpus: {cpus:g}}}\n" if cpus is not None else "")
+        + "judges:\n"
+          "  - name: exited\n"
+          "    check: |\n"
+          "      return outputs.get('exit_code') == 0, 'exit code'\n"
     )
     skill = root / ".claude" / "skills" / "bench" / "SKILL.md"
     skill.parent.mkdir(parents=True)
@@ -239,7 +242,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     rounds: list[E2eRound] = []
     with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp:
         scratch = Path(tmp)
-        eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls, args.model_delay)
+        eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls, args.model_delay, args.cpus)
         project = eval_yaml.parent
         warm = run_eval(eval_yaml, 1, scratch / "runs")  # warm-up: image, page cache, binary
         cases = host_cases(project, warm.run_dir)
@@ -284,7 +287,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     parallel_ratio = per_round(lambda r: (p1(r).span_s / p2(r).span_s) / (r.host_sequential_s / r.host_pairs_s))
     results = {
         "cases_per_run": args.cases, "runs": args.runs, "tool_calls": args.tool_calls,
-        "model_delay_s": args.model_delay,
+        "model_delay_s": args.model_delay, "sandbox_cpus": args.cpus or 1,
         "floor_docker_run_s": floor,
         "case_s": case_s, "agent_exec_s": agent_s, "controller_overhead_s": overhead,
         "overhead_over_floor": overhead_ratio,
@@ -292,7 +295,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
         "speedup_p2": speedup, "host_speedup_two_at_once": ceiling, "speedup_over_ceiling": parallel_ratio,
     }
     print(f"\nmedians of {args.runs} rounds, {args.cases} cases a run, {args.tool_calls} tool call(s) a case, "
-          f"the model answering in {args.model_delay:g}s; {load_line()}")
+          f"the model answering in {args.model_delay:g}s, sandbox.cpus {args.cpus or 1:g}; {load_line()}")
     print(f"  floor (docker run --rm --network none IMAGE true)   {ms(floor)}")
     print(f"  sandboxed case {case_s:.3f}s = agent exec {agent_s:.3f}s + controller overhead {ms(overhead)}")
     print(f"  controller overhead / floor                         {overhead_ratio:.2f}   (target <= 1.0, stretch 0.5)")
@@ -536,6 +539,7 @@ def main() -> None:
     one.add_argument("--tool-calls", type=int, default=1, help="Bash calls a case makes before its answer")
     one.add_argument("--model-delay", type=float, default=0.0,
                      help="seconds the scripted model takes over each answer (default: none)")
+    one.add_argument("--cpus", type=float, help="the sandboxes' CPU limit (sandbox.cpus; default: 1, the tool's)")
     one.add_argument("--floor-runs", type=int, default=3, help="bare docker runs before and after each round")
     one.set_defaults(func=e2e)
     lat = commands.add_parser("latency", help="gateway latency per model request, hook-broker round trip")

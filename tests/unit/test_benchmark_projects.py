@@ -1,0 +1,39 @@
+"""The benchmarks' generated eval is one the tool accepts, with every option the benchmark offers.
+
+A benchmark that breaks only shows when someone reruns it for figures; this keeps its input valid."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from agent_eval_sandbox.config.loader import load_eval_config
+from agent_eval_sandbox.gateway.script import load_script
+
+PERF = Path(__file__).resolve().parents[2] / "benchmarks" / "perf.py"
+
+
+@pytest.fixture(scope="module")
+def perf() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_perf", PERF)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_perf"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("tool_calls", "delay", "cpus"), [(1, 0.0, None), (8, 0.5, 2.0), (3, 0.0, 0.5)])
+def test_the_trivial_eval_loads_with_each_option(perf: ModuleType, tmp_path: Path, tool_calls: int, delay: float,
+                                                 cpus: float | None) -> None:
+    eval_yaml = perf.trivial_project(tmp_path / "project", 3, tool_calls, delay, cpus)
+    loaded = load_eval_config(eval_yaml)
+    assert loaded.config.sandbox.cpus == (cpus if cpus is not None else 1)
+    assert [j.name for j in loaded.config.judges] == ["exited"]
+    script = load_script(tmp_path / "project" / "cases" / "c0002" / "model_script.yaml")
+    assert [s.calls[0].tool if s.calls else None for s in script.steps] == ["Bash"] * tool_calls + [None]
+    assert {s.delay_s for s in script.steps} == {delay}
