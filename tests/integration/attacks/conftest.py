@@ -167,7 +167,7 @@ def objects_of_run(run_id: str) -> list[str]:
     """Containers (running or not) and volumes still labelled with the run id."""
     client = docker.from_env()
     label = {"label": f"{L.RUN_ID}={run_id}"}
-    names = [f"container {c.name}" for c in client.containers.list(all=True, filters=label)]
+    names = [f"container {c.name}" for c in client.containers.list(all=True, filters=label, ignore_removed=True)]
     names += [f"volume {v.name}" for v in client.volumes.list(filters=label)]
     return names
 

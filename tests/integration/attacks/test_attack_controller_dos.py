@@ -205,22 +205,22 @@ def test_sandboxes_stop_by_themselves_when_the_controller_is_killed(tmp_path_fac
     label = {"label": f"{L.RUN_ID}={run_id}"}
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not client.containers.list(filters=label):
+        while time.monotonic() < deadline and not client.containers.list(filters=label, ignore_removed=True):
             time.sleep(0.2)
-        assert client.containers.list(filters=label), "the run never started its sandbox"
+        assert client.containers.list(filters=label, ignore_removed=True), "the run never started its sandbox"
         time.sleep(3)  # the agent is in its sleep
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         killed = time.monotonic()
-        while client.containers.list(filters=label) and time.monotonic() - killed < 20:
+        while client.containers.list(filters=label, ignore_removed=True) and time.monotonic() - killed < 20:
             time.sleep(0.2)
         stopped_after = time.monotonic() - killed
-        assert client.containers.list(filters=label) == [], "a sandbox kept running without its controller"
+        assert client.containers.list(filters=label, ignore_removed=True) == [], "a sandbox kept running without its controller"
         record_fact("dos: a killed controller's sandbox stopped itself after", runtime, round(stopped_after, 1), "s")
     finally:
         if proc.poll() is None:
             proc.kill()
-        for container in client.containers.list(all=True, filters=label):
+        for container in client.containers.list(all=True, filters=label, ignore_removed=True):
             container.remove(force=True, v=True)
         for volume in client.volumes.list(filters=label):
             volume.remove(force=True)

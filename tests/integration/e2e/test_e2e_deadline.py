@@ -35,13 +35,16 @@ def _sleeper_project(project, timeout: int) -> None:
 
 def _objects_of(run_id: str) -> list[str]:
     client = docker.from_env()
-    names = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"})]
+    # ignore_removed: a container removed between the list and its inspect is not an error (the run is live)
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
+    names = [c.name for c in found]
     names += [v.name for v in client.volumes.list(filters={"label": f"{LABEL}={run_id}"})]
     return names
 
 
 def _running_of(run_id: str) -> list[str]:
-    return [c.name for c in docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"})]
+    running = docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
+    return [c.name for c in running]
 
 
 def _start_run(project, run_id: str, **popen: object) -> subprocess.Popen:
@@ -80,7 +83,7 @@ def test_sigint_mid_run_removes_every_container_within_seconds(project):
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            running = docker.from_env().containers.list(filters={"label": f"{LABEL}=sigint-run"})
+            running = docker.from_env().containers.list(filters={"label": f"{LABEL}=sigint-run"}, ignore_removed=True)
             if len(running) == 2:
                 break
             time.sleep(0.2)

@@ -103,12 +103,15 @@ thresholds:
 
 
 def _running(run_id: str) -> list[str]:
-    return [c.name for c in docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"})]
+    running = docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
+    return [c.name for c in running]
 
 
 def _objects(run_id: str) -> list[str]:
     client = docker.from_env()
-    names = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"})]
+    # ignore_removed: a container removed between the list and its inspect is not an error (the run is live)
+    found = client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
+    names = [c.name for c in found]
     return names + [v.name for v in client.volumes.list(filters={"label": f"{LABEL}={run_id}"})]
 
 
