@@ -27,7 +27,7 @@ from typing import Any
 import docker
 import pytest
 
-from agent_eval_sandbox.sandbox import labels as L
+from tests.docker_objects import objects_of_run
 from tests.integration.e2e.conftest import EvalProject, RunResult
 
 GVISOR = "runsc-nonet"
@@ -161,15 +161,6 @@ class AttackRun:
 
 def new_run_id(label: str, runtime: str) -> str:
     return f"atk-{label}-{runtime}-{secrets.token_hex(3)}"
-
-
-def objects_of_run(run_id: str) -> list[str]:
-    """Containers (running or not) and volumes still labelled with the run id."""
-    client = docker.from_env()
-    label = {"label": f"{L.RUN_ID}={run_id}"}
-    names = [f"container {c.name}" for c in client.containers.list(all=True, filters=label, ignore_removed=True)]
-    names += [f"volume {v.name}" for v in client.volumes.list(filters=label)]
-    return names
 
 
 # dockerd's own containerd (Debian's docker.io), else a system-wide one.

@@ -25,6 +25,7 @@ import docker
 import pytest
 
 from agent_eval_sandbox.sandbox import labels as L
+from tests.docker_objects import containers_of_run, objects_of_run
 
 from .conftest import (
     AttackRun,
@@ -32,7 +33,6 @@ from .conftest import (
     final,
     make_project,
     new_run_id,
-    objects_of_run,
     record_fact,
     run_attack,
     write_eval,
@@ -205,17 +205,17 @@ def test_sandboxes_stop_by_themselves_when_the_controller_is_killed(tmp_path_fac
     label = {"label": f"{L.RUN_ID}={run_id}"}
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not client.containers.list(filters=label, ignore_removed=True):
+        while time.monotonic() < deadline and not containers_of_run(run_id, running_only=True):
             time.sleep(0.2)
-        assert client.containers.list(filters=label, ignore_removed=True), "the run never started its sandbox"
+        assert containers_of_run(run_id, running_only=True), "the run never started its sandbox"
         time.sleep(3)  # the agent is in its sleep
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         killed = time.monotonic()
-        while client.containers.list(filters=label, ignore_removed=True) and time.monotonic() - killed < 20:
+        while containers_of_run(run_id, running_only=True) and time.monotonic() - killed < 20:
             time.sleep(0.2)
         stopped_after = time.monotonic() - killed
-        assert client.containers.list(filters=label, ignore_removed=True) == [], "a sandbox kept running without its controller"
+        assert containers_of_run(run_id, running_only=True) == [], "a sandbox kept running without its controller"
         record_fact("dos: a killed controller's sandbox stopped itself after", runtime, round(stopped_after, 1), "s")
     finally:
         if proc.poll() is None:

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_objects import objects_of_run
+
 from .conftest import (
     AttackRun,
     bash,
     final,
     make_project,
     new_run_id,
-    objects_of_run,
     run_attack,
     write,
     write_eval,

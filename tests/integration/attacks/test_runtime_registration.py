@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_objects import objects_of_run
 from tests.integration.e2e.conftest import EvalProject
 
-from .conftest import bash, final, objects_of_run
+from .conftest import bash, final
 
 pytestmark = pytest.mark.docker
 

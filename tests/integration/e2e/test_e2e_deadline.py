@@ -9,13 +9,13 @@ import subprocess
 import sys
 import time
 
-import docker
 import pytest
+
+from tests.docker_objects import containers_of_run, objects_of_run
 
 pytestmark = pytest.mark.docker
 
 SKILL = "---\nname: scribe\ndescription: writes files\n---\nDo what the arguments say.\n"
-LABEL = "agent-eval-sandbox.run-id"
 
 
 def _sleeper_project(project, timeout: int) -> None:
@@ -31,20 +31,6 @@ def _sleeper_project(project, timeout: int) -> None:
     command = "mkdir -p out && echo partial > out/partial.txt && (sleep 9999 &) && sleep 9999"
     for case_id in ("slow-1", "slow-2"):
         project.case(case_id, {"task": "wait"}, script=[{"tool": "Bash", "input": {"command": command}}, {"text": "x"}])
-
-
-def _objects_of(run_id: str) -> list[str]:
-    client = docker.from_env()
-    # ignore_removed: a container removed between the list and its inspect is not an error (the run is live)
-    found = client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
-    names = [c.name for c in found]
-    names += [v.name for v in client.volumes.list(filters={"label": f"{LABEL}={run_id}"})]
-    return names
-
-
-def _running_of(run_id: str) -> list[str]:
-    running = docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
-    return [c.name for c in running]
 
 
 def _start_run(project, run_id: str, **popen: object) -> subprocess.Popen:
@@ -74,7 +60,7 @@ def test_sleep_past_the_deadline_ends_by_the_deadline_and_keeps_partial_results(
         assert (result.case(case_id) / "out" / "partial.txt").read_text() == "partial\n"
         assert "timed out after 6s" in (result.case(case_id) / "stderr.log").read_text()
     assert elapsed < 60
-    assert _objects_of("deadline-run") == []
+    assert objects_of_run("deadline-run") == []
 
 
 def test_sigint_mid_run_removes_every_container_within_seconds(project):
@@ -83,7 +69,7 @@ def test_sigint_mid_run_removes_every_container_within_seconds(project):
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            running = docker.from_env().containers.list(filters={"label": f"{LABEL}=sigint-run"}, ignore_removed=True)
+            running = containers_of_run("sigint-run", running_only=True)
             if len(running) == 2:
                 break
             time.sleep(0.2)
@@ -100,24 +86,24 @@ def test_sigint_mid_run_removes_every_container_within_seconds(project):
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert took < 15
-    assert _objects_of("sigint-run") == []
+    assert objects_of_run("sigint-run") == []
 
 
 def test_kill_9_leaves_orphans_that_the_next_run_reaps(project):
     _sleeper_project(project, timeout=600)
     process = _start_run(project, "killed-run", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(_objects_of("killed-run")) < 2:
+    while time.monotonic() < deadline and len(objects_of_run("killed-run")) < 2:
         time.sleep(0.2)
     time.sleep(2)
     process.kill()
     process.wait()
-    assert _objects_of("killed-run"), "kill -9 should leave the sandboxes behind for the reaper"
+    assert objects_of_run("killed-run"), "kill -9 should leave the sandboxes behind for the reaper"
     # ... but none keeps running: each stops itself once its controller is gone
     killed = time.monotonic()
-    while _running_of("killed-run") and time.monotonic() - killed < 15:
+    while containers_of_run("killed-run", running_only=True) and time.monotonic() - killed < 15:
         time.sleep(0.2)
-    assert _running_of("killed-run") == []
+    assert containers_of_run("killed-run", running_only=True) == []
     # the next run (of anything) reaps the orphans of the dead controller first
     project.eval_yaml(project.root.joinpath("eval.yaml").read_text().replace("timeout: 600", "timeout: 30"))
     for case_id in ("slow-1", "slow-2"):
@@ -125,7 +111,7 @@ def test_kill_9_leaves_orphans_that_the_next_run_reaps(project):
     result = project.run("--offline", "--run-id", "next-run")
     assert result.process.returncode == 0, result.process.stderr
     assert "removed orphaned container" in result.process.stderr
-    assert _objects_of("killed-run") == []
+    assert objects_of_run("killed-run") == []
 
 
 def test_container_after_each_runs_after_the_deadline_with_the_agent_gone(project):

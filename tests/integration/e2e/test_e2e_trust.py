@@ -12,13 +12,13 @@ import textwrap
 import time
 import xml.etree.ElementTree as ET
 
-import docker
 import pytest
+
+from tests.docker_objects import containers_of_run, objects_of_run
 
 pytestmark = pytest.mark.docker
 
 SKILL = "---\nname: scribe\ndescription: writes files\n---\nDo what the arguments say.\n"
-LABEL = "agent-eval-sandbox.run-id"
 # The judges that used to pass a case that did nothing: no tool calls to validate, nothing spent.
 VACUOUS_JUDGES = """
 judges:
@@ -102,19 +102,6 @@ thresholds:
     assert "(scripted: offline run" in out
 
 
-def _running(run_id: str) -> list[str]:
-    running = docker.from_env().containers.list(filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
-    return [c.name for c in running]
-
-
-def _objects(run_id: str) -> list[str]:
-    client = docker.from_env()
-    # ignore_removed: a container removed between the list and its inspect is not an error (the run is live)
-    found = client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"}, ignore_removed=True)
-    names = [c.name for c in found]
-    return names + [v.name for v in client.volumes.list(filters={"label": f"{LABEL}={run_id}"})]
-
-
 def test_ctrl_c_mid_run_leaves_a_marked_record_and_score_keeps_the_planned_denominator(project):
     _project(project, timeout=600, parallelism=2, extra="""
 judges:
@@ -135,7 +122,7 @@ thresholds:
     )
     try:
         deadline = time.monotonic() + 180
-        while len(_running("ctrl-c")) < 2:
+        while len(containers_of_run("ctrl-c", running_only=True)) < 2:
             assert time.monotonic() < deadline, "the run never had two sandboxes running"
             time.sleep(0.2)
         time.sleep(4)  # the agents are in their sleep, having written out/partial.txt
@@ -149,7 +136,7 @@ thresholds:
     run_dir = project.runs / "e2e-trust" / "ctrl-c"
     assert f"run directory: {run_dir}" in stdout and "INTERRUPTED: 0 of 3 cases finished" in stdout
     assert "c-queued" in stdout  # the final table stays on screen with every case
-    assert _objects("ctrl-c") == []
+    assert objects_of_run("ctrl-c") == []
 
     recorded = json.loads((run_dir / "run_result.json").read_text())
     assert (recorded["interrupted"], recorded["planned"], recorded["finished"]) == (True, 3, 0)

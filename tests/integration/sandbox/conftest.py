@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import Hardening, Limits, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_backend import DockerBackend
 from agent_eval_sandbox.sandbox.docker_sandbox import DockerSandbox
+from tests.docker_objects import objects_of_run
 
 
 @pytest.fixture(scope="session")
@@ -19,21 +19,12 @@ def backend() -> DockerBackend:
     return DockerBackend()
 
 
-def leftovers(backend: DockerBackend, run_id: str) -> list[str]:
-    """Every container and volume still labelled with `run_id`."""
-    api = backend.client.api
-    label = {"label": f"{L.RUN_ID}={run_id}"}
-    containers = [f"container {c['Names'][0]}" for c in api.containers(all=True, filters=label)]
-    volumes = [f"volume {v['Name']}" for v in api.volumes(filters=label).get("Volumes") or []]
-    return containers + volumes
-
-
 @pytest.fixture
 def run_id(backend: DockerBackend) -> Iterator[str]:
     rid = f"test-{uuid.uuid4().hex[:12]}"
     yield rid
     backend.destroy_run(rid)
-    assert leftovers(backend, rid) == []
+    assert objects_of_run(rid) == []
 
 
 MakeSandbox = Callable[..., DockerSandbox]

@@ -7,8 +7,7 @@ import pytest
 from agent_eval_sandbox.errors import RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import Hardening, Limits, SandboxSpec
-
-from .conftest import leftovers
+from tests.docker_objects import objects_of_run
 
 pytestmark = pytest.mark.docker
 
@@ -165,4 +164,4 @@ def test_an_unregistered_runtime_is_refused_before_anything_is_created(backend, 
     with pytest.raises(RuntimeNotRegisteredError) as err:
         backend.create(spec)
     assert "'no-such-runtime'" in err.value.message and "runc" in err.value.message
-    assert leftovers(backend, run_id) == []
+    assert objects_of_run(run_id) == []

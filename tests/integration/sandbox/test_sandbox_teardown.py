@@ -13,8 +13,7 @@ import pytest
 
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import SandboxSpec
-
-from .conftest import leftovers
+from tests.docker_objects import objects_of_run
 
 pytestmark = pytest.mark.docker
 
@@ -40,12 +39,12 @@ def start_controller(run_id: str, image: str, count: int = 2) -> subprocess.Pope
 def test_a_signal_removes_the_runs_containers_and_volumes_within_seconds(backend, sandbox_image, run_id, sig, code):
     proc = start_controller(run_id, sandbox_image)
     try:
-        assert len(leftovers(backend, run_id)) == 2 + 4  # two containers, two volumes each
+        assert len(objects_of_run(run_id)) == 2 + 4  # two containers, two volumes each
         started = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code
         assert time.monotonic() - started < 10
-        assert leftovers(backend, run_id) == []
+        assert objects_of_run(run_id) == []
     finally:
         proc.kill()
         proc.wait()
@@ -56,14 +55,14 @@ def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image
     proc = start_controller(run_id, sandbox_image)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    orphans = [item for item in leftovers(backend, run_id) if "mine-and-alive" not in item]
+    orphans = [item for item in objects_of_run(run_id) if "mine-and-alive" not in item]
     assert len(orphans) == 2 + 4
 
     removed = [r for r in backend.reap_orphans() if r.run_id == run_id]
     assert sorted(r.kind for r in removed) == ["container"] * 2 + ["volume"] * 4
     assert all(r.reason == f"owner process {proc.pid} on {L.current_owner().host} is gone" for r in removed)
     assert {r.case_id for r in removed} == {"case-0", "case-1"}
-    remaining = leftovers(backend, run_id)
+    remaining = objects_of_run(run_id)
     assert len(remaining) == 3 and all("mine-and-alive" in item for item in remaining)
     assert alive.exec(["true"]).ok
     assert [r for r in backend.gc() if r.run_id == run_id] == []  # gc without --all = reap: nothing more
@@ -96,5 +95,5 @@ def test_objects_long_past_their_deadline_are_reaped_whoever_owns_them(backend, 
     removed = [r for r in backend.reap_orphans() if r.run_id == run_id]
     assert sorted(r.kind for r in removed) == ["container", "volume", "volume"]
     assert all(r.reason.startswith("deadline passed") for r in removed)
-    assert leftovers(backend, run_id) == []
+    assert objects_of_run(run_id) == []
     stale.destroy()  # still idempotent after someone else removed it
