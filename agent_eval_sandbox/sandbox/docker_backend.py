@@ -94,6 +94,25 @@ def host_config_args(
     }
 
 
+def no_network(spec: SandboxSpec) -> bool:
+    """Whether Docker may skip the network set-up entirely: a sandbox with no network gets none."""
+    return spec.hardening.network == "none"
+
+
+# Docker writes /etc/hosts only for a container it gives a network; without one, `localhost` must
+# still resolve for the agent's tools (a test server on loopback, say), as it would under `--network none`.
+HOSTS_IN_SANDBOX = "/etc/hosts"
+LOOPBACK_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+
+
+def loopback_hosts_file(directory: Path) -> BindMount:
+    """A read-only /etc/hosts of the loopback names, written in `directory` (which the daemon must see)."""
+    path = directory / "hosts"
+    path.write_text(LOOPBACK_HOSTS)
+    path.chmod(0o644)
+    return BindMount(path, HOSTS_IN_SANDBOX)
+
+
 def _logs_tail(api: docker.APIClient, container_id: str) -> str:
     try:
         text = api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
@@ -150,8 +169,10 @@ class DockerBackend(SandboxBackend):
         volumes: dict[str, str] = {}
         container_id: str | None = None
         lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.base if self._host is not None else None))
-        lifeline_mount = BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)
+        extra_mounts = [BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)]
         try:
+            if no_network(spec):
+                extra_mounts.append(loopback_hosts_file(lifeline.dir))
             with docker_errors(f"creating sandbox {name}"):
                 for role, target, size in (
                     ("workspace", spec.workspace, lim.workspace_bytes),
@@ -175,8 +196,11 @@ class DockerBackend(SandboxBackend):
                         environment={**spec.env, "HOME": spec.home},
                         working_dir=spec.workspace,
                         labels=labels,
+                        # Still a network namespace of its own with loopback only, but no libnetwork
+                        # endpoint: that saves a hook run and about half the cost of a container's start.
+                        network_disabled=no_network(spec),
                         host_config=api.create_host_config(
-                            **host_config_args(spec, volumes, (lifeline_mount,), self._host)),
+                            **host_config_args(spec, volumes, tuple(extra_mounts), self._host)),
                     )["Id"]
                 except docker.errors.ImageNotFound as exc:
                     raise ImageError(

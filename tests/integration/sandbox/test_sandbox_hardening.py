@@ -31,6 +31,8 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
     assert host["ReadonlyRootfs"] is True
     assert host["Init"] is True
     assert host["NetworkMode"] == "none"
+    # Not even Docker's "none" network: no libnetwork endpoint, a namespace with loopback only.
+    assert info["Config"]["NetworkDisabled"] is True and not info["NetworkSettings"]["Networks"]
     assert host["PidsLimit"] == 128
     assert host["Memory"] == host["MemorySwap"] == 256 * MiB
     assert host["NanoCpus"] == 500_000_000
@@ -42,6 +44,7 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
                                      "/run/agent-eval-lifeline/lifeline.sock"]
     assert info["State"]["Running"] is True
     assert mounts_of(info)["/run/agent-eval-lifeline"]["RW"] is False
+    assert mounts_of(info)["/etc/hosts"]["RW"] is False
 
     labels = info["Config"]["Labels"]
     assert labels[L.MANAGED] == "1" and labels[L.RUN_ID] == run_id and labels[L.CASE_ID] == "inspect"
@@ -81,6 +84,12 @@ def test_the_agent_user_is_unprivileged_offline_and_read_only(make_sandbox):
         "import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)",
     )
     assert connect.exit_code == 1 and b"Network is unreachable" in connect.stderr
+    # With no network of Docker's, the loopback names still resolve, and no one inside can add one.
+    loopback = run("python3", "-c", "import socket; s = socket.create_server(('localhost', 0)); "
+                   "socket.create_connection(('localhost', s.getsockname()[1])); print(s.getsockname()[0])")
+    assert loopback.stdout == b"127.0.0.1\n", loopback.stderr
+    hosts = run("sh", "-c", "echo '127.0.0.1 api.anthropic.com' >> /etc/hosts")
+    assert hosts.exit_code != 0 and b"Permission denied" in hosts.stderr
 
     version = run("claude", "--version")
     assert version.ok and b"(Claude Code)" in version.stdout
@@ -101,6 +110,8 @@ def test_even_root_inside_has_no_capabilities(make_sandbox):
     assert raw.exit_code == 1 and b"PermissionError" in raw.stderr
     write_root = as_root("sh", "-c", "echo x > /evil")
     assert write_root.exit_code != 0 and b"Read-only file system" in write_root.stderr
+    hosts = as_root("sh", "-c", "echo '127.0.0.1 api.anthropic.com' >> /etc/hosts")
+    assert hosts.exit_code != 0 and b"Read-only file system" in hosts.stderr
     setuid = as_root("python3", "-c", "import os; os.setuid(1000)")  # needs CAP_SETUID, even downwards
     assert setuid.exit_code == 1 and b"PermissionError" in setuid.stderr
 

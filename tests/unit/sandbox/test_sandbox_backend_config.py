@@ -12,6 +12,7 @@ from agent_eval_sandbox.sandbox.base import BindMount, Hardening, Limits, Sandbo
 from agent_eval_sandbox.sandbox.docker_backend import (
     DockerBackend,
     host_config_args,
+    no_network,
     tmpfs_volume_options,
 )
 
@@ -28,6 +29,7 @@ def test_defaults_are_hardened():
     assert args["security_opt"] == ["no-new-privileges"]
     assert args["read_only"] is True and args["init"] is True
     assert args["network_mode"] == "none" and args["runtime"] is None
+    assert no_network(spec())
     assert args["pids_limit"] == 512
     assert args["mem_limit"] == args["memswap_limit"] == 2 * 1024 * MiB
     assert args["nano_cpus"] == 1_000_000_000
