@@ -8,6 +8,8 @@ exec` as the sandbox user, under the execute-only interpreter:
 
 The CLI's stdout/stderr are the launcher's own (the host streams them to the
 run directory); the exit code is the CLI's (128+n when a signal ended it).
+When the go line asks it to collect files as the agent exits, the CLI's stdout
+is a pipe the launcher relays, framed (exit_archive.py).
 On standby (`run_agent.py --standby`, see standby.py) it is started before its
 case and reads the rest of its command, environment and directory from stdin.
 
@@ -37,6 +39,7 @@ from typing import BinaryIO
 
 # -I leaves this file's directory off sys.path; forwarder.py and standby.py live next to it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import exit_archive  # noqa: E402
 import forwarder  # noqa: E402
 import standby as standby_  # noqa: E402
 
@@ -46,6 +49,8 @@ GATEWAY_UNREACHABLE = 124
 READY_TIMEOUT_S = 30.0
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
+# How long the agent's stdout may stay open after it exited (a process it left holding the pipe).
+RELAY_LINGER_S = 0.3
 
 
 def make_non_dumpable() -> str | None:
@@ -79,7 +84,7 @@ def _start_forwarder(port: int, socket_path: str) -> bool:
     return False
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, collect: exit_archive.Collect | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gateway-socket", required=True)
     parser.add_argument("--port", type=int, required=True)
@@ -118,17 +123,36 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run_agent: cannot read the prompt: {exc}", file=sys.stderr, flush=True)
             return LAUNCH_FAILED
         try:
-            child = subprocess.Popen(command, stdin=prompt)
+            # When it collects, the launcher's stdout is its own (framed) and the agent's a pipe it relays.
+            child = subprocess.Popen(command, stdin=prompt, stdout=subprocess.PIPE if collect else None)
         except OSError as exc:
             print(f"run_agent: cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
             return LAUNCH_FAILED
+    return _wait_for(child, collect)
 
-    def relay(signum: int, _frame: object) -> None:
+
+def _wait_for(child: subprocess.Popen[bytes], collect: exit_archive.Collect | None) -> int:
+    """The agent's exit code, once it has exited and, if asked, its files are archived after its output."""
+    out: exit_archive.FramedOutput | None = None
+    relaying: threading.Thread | None = None
+    if collect is not None and child.stdout is not None:
+        out = exit_archive.FramedOutput(sys.stdout.fileno())
+        relaying = threading.Thread(target=exit_archive.relay, args=(child.stdout.fileno(), out), daemon=True)
+        relaying.start()
+
+    def pass_on(signum: int, _frame: object) -> None:
         child.send_signal(signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, relay)
+        signal.signal(signum, pass_on)
     code = child.wait()
+    if collect is not None and out is not None and relaying is not None:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)  # from here a signal is for the launcher itself
+        # The pipe ends with the agent, unless something it started holds it: that gets no more frames.
+        relaying.join(RELAY_LINGER_S)
+        out.close_agent()
+        exit_archive.archive_all(collect, out)
     return 128 - code if code < 0 else code
 
 
@@ -164,7 +188,14 @@ def standby(stdin: BinaryIO) -> int:
         except OSError as exc:
             print(f"run_agent: cannot enter {go.cwd}: {exc}", file=sys.stderr, flush=True)
             return LAUNCH_FAILED
-    return main(go.argv)
+    collect: exit_archive.Collect | None = None
+    if go.collect is not None:
+        try:
+            collect = exit_archive.Collect.from_json(go.collect)
+        except ValueError as exc:
+            print(f"run_agent: the go line's collect is {exc}; not starting the agent", file=sys.stderr, flush=True)
+            return LAUNCH_FAILED
+    return main(go.argv, collect)
 
 
 if __name__ == "__main__":

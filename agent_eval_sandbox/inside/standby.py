@@ -8,7 +8,8 @@ ahead, as `LAUNCHER --standby`, so that the case's agent does not wait for a
 `docker exec` and a Python start. When the case runs, the host writes one
 line on that process's stdin, then closes it:
 
-    {"argv": [...], "env": {...}, "cwd": "/workspace", "archives": [{"dest": "/workspace", "size": N}]}
+    {"argv": [...], "env": {...}, "cwd": "/workspace", "archives": [{"dest": "/workspace", "size": N}],
+     "collect": {"paths": [...], "max_bytes": N, "max_files": N}}
 
 followed by the archives' bytes (tar, one after the other, `size` bytes
 each): the files the host copied into the untouched sandbox, which the
@@ -18,7 +19,8 @@ would have put there, without its ~50 ms). The host sends only what the
 sandbox user may write: nothing over earlier files, nothing at or below a
 bind mount's directories (runc makes them as root). Then it goes on exactly as
 `LAUNCHER argv...` started with `env` added to its environment and `cwd` as
-its directory would. End of input without a line means the case never ran
+its directory would, and with `collect` (optional) it archives those paths
+as its agent exits (exit_archive.py). End of input without a line means the case never ran
 its agent here (or the stream broke): the launcher starts nothing and exits
 125, never 0.
 
@@ -62,12 +64,16 @@ class Go:
     env: dict[str, str]
     cwd: str | None
     archives: list[Archive] = field(default_factory=list)
+    collect: dict[str, object] | None = None  # exit_archive.Collect's JSON, checked by the launcher
 
 
-def encode(argv: list[str], env: dict[str, str], cwd: str | None, archives: list[Archive] | None = None) -> bytes:
+def encode(argv: list[str], env: dict[str, str], cwd: str | None, archives: list[Archive] | None = None,
+           collect: dict[str, object] | None = None) -> bytes:
     """The go line; the archives' bytes are to follow it, in this order."""
-    data = {"argv": list(argv), "env": dict(env), "cwd": cwd,
-            "archives": [{"dest": a.dest, "size": a.size} for a in archives or []]}
+    data: dict[str, object] = {"argv": list(argv), "env": dict(env), "cwd": cwd,
+                               "archives": [{"dest": a.dest, "size": a.size} for a in archives or []]}
+    if collect is not None:
+        data["collect"] = collect
     line = json.dumps(data, separators=(",", ":")).encode() + b"\n"
     if len(line) > MAX_LINE_BYTES:
         raise GoLineError(f"the go line is {len(line)} bytes, more than {MAX_LINE_BYTES}")
@@ -100,7 +106,10 @@ def read(stream: BinaryIO) -> Go | None:
             and isinstance(a.get("size"), int) and not isinstance(a["size"], bool) and a["size"] >= 0
             for a in archives)):
         raise GoLineError("the go line's archives are not a list of {dest: absolute path, size: bytes}")
-    return Go(argv, env, cwd, [Archive(a["dest"], a["size"]) for a in archives])
+    collect = data.get("collect")
+    if collect is not None and not isinstance(collect, dict):
+        raise GoLineError("the go line's collect is not an object")
+    return Go(argv, env, cwd, [Archive(a["dest"], a["size"]) for a in archives], collect)
 
 
 class _Exactly:

@@ -283,6 +283,7 @@ def run_agent(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, parts: 
     argv = ac.launcher_argv(ac.claude_argv(ctx.config, ctx.settings, plugin_dirs=plugin_dirs,
                                            extra_flags=staged.settings.cli_flags))
     status.state = "running"
+    box.expect_copy_out([paths.WORKSPACE, TRANSCRIPTS], max_bytes=copy_out_cap(box), max_files=COPY_OUT_MAX_FILES)
     with open(staged.out.stdout_log, "wb") as stdout, open(staged.out.stderr_log, "wb") as stderr:
         return box.exec(argv, env=env, cwd=paths.WORKSPACE, stdout=stdout, stderr=stderr,
                         timeout=ctx.settings.timeout_s, on_timeout="freeze")
@@ -300,14 +301,20 @@ def run_pipeline(ctx: RunContext, staged: StagedCase, sandbox: LazySandbox, part
 # Whatever the agent wrote (frozen at the deadline or not) comes out under these caps.
 COPY_OUT_MAX_FILES = 100_000
 COPY_OUT_SLACK_BYTES = 64 * 1024 * 1024
+TRANSCRIPTS = f"{paths.HOME}/.claude/projects"
+
+
+def copy_out_cap(sandbox: Sandbox) -> int:
+    return sandbox.spec.limits.workspace_bytes + COPY_OUT_SLACK_BYTES
 
 
 def copy_out(ctx: RunContext, staged: StagedCase, sandbox: Sandbox, status: CaseStatus) -> None:
     status.state = "collecting"
-    cap = sandbox.spec.limits.workspace_bytes + COPY_OUT_SLACK_BYTES
-    # Two volumes, so two archives (their only common parent is /): side by side, not one after the other.
+    cap = copy_out_cap(sandbox)
+    # Two volumes, so two archives (their only common parent is /): side by side, which helps when
+    # they were taken at the agent's exit (Docker's archive API serves a container one at a time).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="copy-out") as other:
-        transcripts = other.submit(sandbox.copy_out, f"{paths.HOME}/.claude/projects", staged.transcripts,
+        transcripts = other.submit(sandbox.copy_out, TRANSCRIPTS, staged.transcripts,
                                    max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
         workspace = sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
         reports = [workspace, transcripts.result()]

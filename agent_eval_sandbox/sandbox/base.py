@@ -215,6 +215,15 @@ class Sandbox(ABC):
         Nothing named `.git` is extracted (`agent_eval_sandbox.git_names`).
         """
 
+    def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
+        """Say that `copy_out` of these paths, with these caps, follows the next `exec` at once.
+
+        A backend may then take them as that command exits and answer those
+        `copy_out`s from what it took, as long as nothing else ran or was copied
+        in meanwhile. Only a hint: by default nothing changes.
+        """
+        return None
+
     @abstractmethod
     def freeze(self) -> None:
         """Stop every process now, keeping the files for `copy_out` (idempotent)."""

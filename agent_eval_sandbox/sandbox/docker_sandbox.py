@@ -22,13 +22,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, cast
 
 import docker
 import docker.errors
 from docker.utils.socket import frames_iter
 
 from agent_eval_sandbox.errors import DockerUnavailableError
+from agent_eval_sandbox.inside import exit_archive
 from agent_eval_sandbox.inside import standby as standby_
 from agent_eval_sandbox.sandbox.archive import (
     ChunkStream,
@@ -104,14 +105,23 @@ class _Pump(threading.Thread):
         self._kept = {1: bytearray(), 2: bytearray()}
         self._written = {1: 0, 2: 0}
         self._cap = cap
+        self._frames: exit_archive.FrameReader | None = None
         self.truncated = False
         self.error: BaseException | None = None
         self.done = threading.Event()
 
+    def frame_stdout(self, max_bytes: int) -> exit_archive.FrameReader:
+        """Read stdout as the launcher frames it when it collects files (before `start`): the agent's
+        output goes on to the sink, the archives stay in the reader."""
+        self._frames = exit_archive.FrameReader(lambda data: self._write(1, data), max_bytes)
+        return self._frames
+
     def run(self) -> None:
         try:
             for stream, data in frames_iter(self._sock, tty=False):
-                if stream in self._sinks:
+                if stream == 1 and self._frames is not None:
+                    self._frames.feed(data)
+                elif stream in self._sinks:
                     self._write(stream, data)
         except OSError:
             pass  # the socket was shut down by close()
@@ -203,6 +213,14 @@ class _Standby:
             self.sock.close()
 
 
+def _go_input(argv: list[str], env: dict[str, str], cwd: str | None, deferred: Sequence[tuple[str, bytes]],
+              collect: exit_archive.Collect | None) -> bytes:
+    """What the launcher on standby reads: its go line, then the archives deferred for it."""
+    archives = [standby_.Archive(dest, len(data)) for dest, data in deferred]
+    go = standby_.encode(argv, env, cwd, archives, collect.to_json() if collect is not None else None)
+    return b"".join([go, *(data for _, data in deferred)])
+
+
 class DockerSandbox(Sandbox):
     def __init__(
         self,
@@ -231,6 +249,10 @@ class DockerSandbox(Sandbox):
         # Nothing was copied in and nothing ran yet: the launcher unpacks into empty volumes only, so
         # it never meets a file it may not overwrite as the sandbox user (docker cp writes as root).
         self._pristine = True
+        # What the next exec's launcher is to archive as its agent exits (`expect_copy_out`), and
+        # what it did archive, for the copy_outs that follow before anything else touches the files.
+        self._expected: exit_archive.Collect | None = None
+        self._exit_archives: dict[str, exit_archive.ExitArchive] = {}
 
     @property
     def spec(self) -> SandboxSpec:
@@ -271,12 +293,15 @@ class DockerSandbox(Sandbox):
         max_output_bytes: int = 64 * MiB,
     ) -> ExecResult:
         self._require_running("run a command")
+        self._drop_exit_archives()
+        collect, self._expected = self._expected, None
         environment = dict(env or {})
         marker = None
         if on_timeout == "kill_exec":
             marker = secrets.token_hex(8)
             environment[EXEC_MARKER] = marker
         waiting, deferred = self._take_standby(cmd, user=user, stdin=stdin, marked=marker is not None)
+        frames: exit_archive.FrameReader | None = None
         started = time.monotonic()
         deadline = started + timeout if timeout is not None else None
         before = self._counters
@@ -285,9 +310,8 @@ class DockerSandbox(Sandbox):
                 if waiting is not None:
                     exec_id = waiting.exec_id
                     pump = _Pump(waiting.sock, stdout, stderr, max_output_bytes)
-                    archives = [standby_.Archive(dest, len(data)) for dest, data in deferred]
-                    stdin = b"".join([standby_.encode(list(cmd[len(waiting.launcher):]), environment, cwd, archives),
-                                      *(data for _, data in deferred)])
+                    frames = pump.frame_stdout(collect.max_bytes) if collect is not None else None
+                    stdin = _go_input(list(cmd[len(waiting.launcher):]), environment, cwd, deferred, collect)
                 else:
                     self._put_deferred()
                     self._pristine = False
@@ -327,6 +351,7 @@ class DockerSandbox(Sandbox):
         finally:
             pump.close()
         duration = time.monotonic() - started
+        self._keep_exit_archives(frames, exited=exit_code is not None and not deadline_hit and pump.error is None)
         if pump.error is not None:
             raise pump.error
         if not self._frozen.is_set():
@@ -542,6 +567,7 @@ class DockerSandbox(Sandbox):
 
     def _put(self, dest: str, write_tar: Callable[[IO[bytes]], CopyInReport]) -> CopyInReport:
         self._require_running("copy files in")
+        self._drop_exit_archives()
         with tempfile.SpooledTemporaryFile(max_size=32 * MiB) as buf:
             report = write_tar(buf)
             size = buf.tell()
@@ -580,9 +606,49 @@ class DockerSandbox(Sandbox):
                 buf.seek(0)
                 self._api.put_archive(self._id, dest, buf)
 
+    # ---- files archived as the agent exited (inside/exit_archive.py) -------------------------
+
+    def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
+        self._expected = exit_archive.Collect(list(paths), max_bytes, max_files)
+
+    def _keep_exit_archives(self, frames: exit_archive.FrameReader | None, *, exited: bool) -> None:
+        """Keep what the launcher archived, if its command exited on its own (at a deadline the
+        files are copied out as the freeze left them)."""
+        if frames is None:
+            return
+        taken = frames.archives()
+        if exited:
+            with self._lock:
+                self._exit_archives = taken
+            return
+        for archive in taken.values():
+            archive.close()
+
+    def _drop_exit_archives(self) -> None:
+        """Something else is about to touch the files: what was archived at the agent's exit is stale."""
+        with self._lock:
+            dropped, self._exit_archives = self._exit_archives, {}
+        for archive in dropped.values():
+            archive.close()
+
+    def _take_exit_archive(self, src: str) -> exit_archive.ExitArchive | None:
+        with self._lock:
+            return self._exit_archives.pop(src, None)
+
     def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         if self._destroyed:
             raise SandboxError(f"cannot copy {src} out: sandbox {self._name} was destroyed")
+        taken = self._take_exit_archive(src)
+        if taken is not None:
+            try:
+                if taken.file is None:
+                    return CopyOutReport(found=False)
+                # Laid out as Docker's archive of `src` is: a directory's own name on top.
+                strip = posixpath.basename(src.rstrip("/")) if taken.is_dir else None
+                return extract_tar(cast(BinaryIO, taken.file), dest_dir, strip_top=strip, max_bytes=max_bytes,
+                                   max_files=max_files)
+            finally:
+                taken.close()
         self._put_deferred()
         with docker_errors(f"copying {src} out of sandbox {self._name}"):
             try:
@@ -606,6 +672,7 @@ class DockerSandbox(Sandbox):
     # ---- lifecycle ----------------------------------------------------------------
 
     def freeze(self) -> None:
+        self._drop_exit_archives()
         with self._lock:
             if self._destroyed or self._frozen.is_set():
                 return
@@ -651,6 +718,7 @@ class DockerSandbox(Sandbox):
             return state
 
     def destroy(self) -> None:
+        self._drop_exit_archives()
         with self._lock:
             self._destroyed = True
             self._frozen.set()  # wakes any exec still waiting on this sandbox

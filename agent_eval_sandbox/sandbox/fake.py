@@ -185,6 +185,7 @@ class FakeSandbox(Sandbox):
         self._name = name
         self.root = root
         self.actions: list[Action] = []
+        self.expected_copy_outs: list[tuple[str, ...]] = []  # each `expect_copy_out`'s paths
         self._lock = threading.Lock()
         self._frozen = False
         self._destroyed = False
@@ -343,6 +344,9 @@ class FakeSandbox(Sandbox):
             with tarfile.open(fileobj=buf, mode="r|") as tar:
                 tar.extractall(target, filter="data")
         return summary
+
+    def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
+        self.expected_copy_outs.append(tuple(paths))
 
     def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
         self._require_usable(f"copy {src} out", running=False)

@@ -9,50 +9,20 @@ launcher does not consume it; a standby that died is replaced by a plain exec.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.runner import agent_command as ac
-from agent_eval_sandbox.sandbox.base import BindMount, SandboxSpec
+from agent_eval_sandbox.sandbox.base import BindMount
 from agent_eval_sandbox.sandbox.docker_sandbox import DockerSandbox
-from tests.accepting_socket import accepting_unix_socket
 
 pytestmark = pytest.mark.docker
 
 # The launcher's child reports who started it and what it was given.
 REPORT = 'echo "ppid=$PPID foo=$FOO cwd=$(pwd)"; echo prompt=$(cat)'
 WAITING = "ps -eo pid=,args= | grep -F -- '--standby' | grep -v grep || true"
-
-
-@pytest.fixture
-def channel() -> Iterator[Path]:
-    """A case's channel directory: a gateway socket that takes connections, and a prompt."""
-    path = Path(tempfile.mkdtemp(prefix="aes-sb-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    (path / paths.PROMPT_FILE_NAME).write_text("the-prompt\n")
-    os.chmod(path / paths.PROMPT_FILE_NAME, 0o644)
-    try:
-        with accepting_unix_socket(path / paths.GATEWAY_SOCKET_NAME, mode=0o777):
-            yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def make(backend, sandbox_image: str, run_id: str, channel: Path):
-    def make_one(case_id: str, standby: tuple[str, ...] = ac.launcher_command(),
-                 mounts: tuple[BindMount, ...] = ()) -> DockerSandbox:
-        spec = SandboxSpec(image=sandbox_image, run_id=run_id, case_id=case_id, deadline_epoch=time.time() + 600,
-                           mounts=(BindMount(channel, paths.RUN_DIR), *mounts), standby=standby)
-        return backend.create(spec)
-
-    return make_one
 
 
 def launch(sandbox: DockerSandbox, command: str = REPORT, **kwargs):
@@ -95,8 +65,8 @@ def report_of(result) -> dict[str, str]:
     return dict(part.split("=", 1) for line in result.stdout.decode().splitlines() for part in line.split(" "))
 
 
-def test_the_agent_is_handed_to_the_waiting_launcher_once_with_its_env_and_directory(make):
-    sandbox = make("once")
+def test_the_agent_is_handed_to_the_waiting_launcher_once_with_its_env_and_directory(make_on_standby):
+    sandbox = make_on_standby("once")
     waiting = waiting_pid(sandbox)
     first = report_of(launch(sandbox))
     assert int(first["ppid"]) == waiting, "the agent was not started by the launcher on standby"
@@ -107,23 +77,23 @@ def test_the_agent_is_handed_to_the_waiting_launcher_once_with_its_env_and_direc
     assert int(second["ppid"]) != waiting and second["foo"] == "from-the-case" and second["cwd"] == "/tmp"
 
 
-def test_no_launcher_waits_while_the_agent_runs(make):
+def test_no_launcher_waits_while_the_agent_runs(make_on_standby):
     """The one it was handed to runs the agent (its parent); no other is left for the agent to talk to."""
-    sandbox = make("during")
+    sandbox = make_on_standby("during")
     result = launch(sandbox, command=f'{{ {WAITING}; }} | grep -v "^ *$PPID " || true')
     assert result.exit_code == 0 and result.stdout == b"", result.stdout
 
 
-def test_other_commands_leave_the_standby_for_the_agent(make):
-    sandbox = make("others")
+def test_other_commands_leave_the_standby_for_the_agent(make_on_standby):
+    sandbox = make_on_standby("others")
     waiting = waiting_pid(sandbox)
     assert sandbox.exec(["sh", "-c", "echo hook > /workspace/hook.txt"], timeout=30).ok
     assert sandbox.exec(["sh", "-c", "cat"], stdin=b"input", timeout=30).stdout == b"input"
     assert int(report_of(launch(sandbox))["ppid"]) == waiting
 
 
-def test_a_standby_that_died_is_replaced_by_a_plain_exec(make):
-    sandbox = make("died")
+def test_a_standby_that_died_is_replaced_by_a_plain_exec(make_on_standby):
+    sandbox = make_on_standby("died")
     pid = waiting_pid(sandbox)
     assert sandbox.exec(["kill", "-9", str(pid)], timeout=30).ok
     time.sleep(0.5)
@@ -131,17 +101,17 @@ def test_a_standby_that_died_is_replaced_by_a_plain_exec(make):
     assert int(report["ppid"]) != pid and report["foo"] == "from-the-case"
 
 
-def test_a_spec_without_a_launcher_starts_none(make):
-    sandbox = make("none", standby=())
+def test_a_spec_without_a_launcher_starts_none(make_on_standby):
+    sandbox = make_on_standby("none", standby=())
     time.sleep(1)  # a launcher started with it would be there by now
     assert standby_pids(sandbox) == []
     assert report_of(launch(sandbox))["foo"] == "from-the-case"
 
 
-def test_the_sandbox_user_cannot_reach_the_standby_input(make):
+def test_the_sandbox_user_cannot_reach_the_standby_input(make_on_standby):
     """Only the controller may write the go line: the launcher is non-dumpable before it reads it,
     so its stdin cannot be opened through /proc by another process of the same user (runc)."""
-    sandbox = make("reach")
+    sandbox = make_on_standby("reach")
     pid = waiting_pid(sandbox)
     probe = sandbox.exec(["sh", "-c", f"echo '{{\"argv\": []}}' > /proc/{pid}/fd/0 && echo WROTE"], timeout=30)
     assert b"WROTE" not in (probe.stdout or b""), "the sandbox user wrote into the launcher's input"
@@ -165,14 +135,14 @@ def workspace(root: Path) -> Path:
     return root
 
 
-def test_files_copied_in_reach_the_agent_as_docker_would_have_put_them(make, tmp_path: Path):
+def test_files_copied_in_reach_the_agent_as_docker_would_have_put_them(make_on_standby, tmp_path: Path):
     files = workspace(tmp_path / "ws")
-    plain = make("plain", standby=())
+    plain = make_on_standby("plain", standby=())
     plain.copy_in(files, "/workspace")
     expected = plain.exec(["sh", "-c", LISTING], timeout=30)
     assert expected.ok and b"run.sh agent:agent 755" in expected.stdout, expected
 
-    waiting = make("waiting")
+    waiting = make_on_standby("waiting")
     pid = waiting_pid(waiting)
     waiting.copy_in(files, "/workspace")
     # Not copied yet (no docker cp): they go in with the go line.
@@ -194,21 +164,21 @@ def workspace_volume(api, sandbox: DockerSandbox) -> Path:
     return Path(mounts["/workspace"]["Source"])
 
 
-def test_files_copied_in_are_there_for_any_other_command_and_for_copy_out(make, tmp_path: Path):
+def test_files_copied_in_are_there_for_any_other_command_and_for_copy_out(make_on_standby, tmp_path: Path):
     files = workspace(tmp_path / "ws")
-    sandbox = make("others-see")
+    sandbox = make_on_standby("others-see")
     sandbox.copy_in(files, "/workspace")
     assert sandbox.exec(["cat", "/workspace/private.txt"], timeout=30).stdout == b"mode 600\n"
     assert waiting_pid(sandbox)  # still waiting for the agent
 
-    fresh = make("copy-out")
+    fresh = make_on_standby("copy-out")
     fresh.copy_in(files, "/workspace")
     report = fresh.copy_out("/workspace", tmp_path / "out", max_bytes=10**6, max_files=100)
     assert report.files == 3 and (tmp_path / "out" / "run.sh").read_text() == "#!/bin/sh\necho run\n"
 
 
-def test_files_copied_in_before_a_standby_died_still_reach_the_agent(make, tmp_path: Path):
-    sandbox = make("died-files")
+def test_files_copied_in_before_a_standby_died_still_reach_the_agent(make_on_standby, tmp_path: Path):
+    sandbox = make_on_standby("died-files")
     pid = waiting_pid(sandbox)
     sandbox.copy_in(workspace(tmp_path / "ws"), "/workspace")
     # Killed from outside the sandbox's own commands: an exec would send the files in first.
@@ -233,18 +203,18 @@ def host_pid(sandbox: DockerSandbox, pid_inside: int) -> int:
     raise AssertionError(f"no host process for pid {pid_inside} of {sandbox.name}")
 
 
-def test_a_launcher_started_another_way_ends_the_standby_first(make):
+def test_a_launcher_started_another_way_ends_the_standby_first(make_on_standby):
     """A pipeline step's prompt comes on stdin, so its launcher is a plain exec: found by the red team,
     the unused one went on waiting beside step 1's agent, which could stop it (and, under gVisor,
     open its input)."""
-    sandbox = make("pipeline")
+    sandbox = make_on_standby("pipeline")
     waiting_pid(sandbox)
     argv = ac.launcher_argv(["sh", "-c", f'cat; {WAITING}'], prompt_file=ac.PROMPT_ON_STDIN)
     result = sandbox.exec(argv, stdin=b"step prompt\n", cwd="/tmp", timeout=60)
     assert result.exit_code == 0 and result.stdout == b"step prompt\n", result
 
 
-def test_a_second_copy_over_read_only_files_is_docker_s_not_the_launcher_s(make, tmp_path: Path):
+def test_a_second_copy_over_read_only_files_is_docker_s_not_the_launcher_s(make_on_standby, tmp_path: Path):
     """A host before_each hook changes the staged copy and it is sent in again: the second copy
     overwrites read-only files, which only `docker cp` (as root) may. Found by the suite: the
     launcher, unpacking both as the sandbox user, could not (exit 125, the case an error)."""
@@ -256,7 +226,7 @@ def test_a_second_copy_over_read_only_files_is_docker_s_not_the_launcher_s(make,
     (files / "frozen" / "kept.txt").write_text("kept\n")
     (files / "frozen").chmod(0o555)
     try:
-        sandbox = make("twice")
+        sandbox = make_on_standby("twice")
         pid = waiting_pid(sandbox)
         sandbox.copy_in(files, "/workspace")
         (files / "private.txt").chmod(0o600)
@@ -270,7 +240,8 @@ def test_a_second_copy_over_read_only_files_is_docker_s_not_the_launcher_s(make,
         (files / "frozen").chmod(0o755)
 
 
-def test_files_beside_a_mount_in_the_workspace_reach_the_agent_as_docker_would_have_put_them(make, tmp_path: Path):
+def test_files_beside_a_mount_in_the_workspace_reach_the_agent_as_docker_would_have_put_them(make_on_standby,
+                                                                                             tmp_path: Path):
     """The project's skills are mounted at /workspace/.claude/skills: runc makes /workspace/.claude for
     it, owned by root, where the staged .claude/settings.json must go. Found by the suite: the launcher
     could not write there (exit 125, the case an error); such files go in by `docker cp` (as root)."""
@@ -284,12 +255,12 @@ def test_files_beside_a_mount_in_the_workspace_reach_the_agent_as_docker_would_h
     (files / ".claude" / "settings.json").write_text("{}\n")
     listing = LISTING.replace("find . -mindepth 1", "find . -mindepth 1 -not -path './.claude/skills/*'")
 
-    plain = make("plain-mounted", standby=(), mounts=mounts)
+    plain = make_on_standby("plain-mounted", standby=(), mounts=mounts)
     plain.copy_in(files, "/workspace")
     expected = plain.exec(["sh", "-c", listing], timeout=30)
     assert expected.ok and b"./.claude/settings.json agent:agent" in expected.stdout, expected
 
-    waiting = make("waiting-mounted", mounts=mounts)
+    waiting = make_on_standby("waiting-mounted", mounts=mounts)
     pid = waiting_pid(waiting)
     waiting.copy_in(files, "/workspace")
     seen = launch(waiting, command=f'echo "ppid=$PPID"; {listing}')

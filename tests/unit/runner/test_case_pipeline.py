@@ -65,6 +65,9 @@ def test_a_case_runs_every_stage_in_order_and_ends_in_its_written_outcome(eval_p
     (sandbox,) = backend.created
     assert _kinds(sandbox) == ["create", "copy_in", "exec", "copy_out", "copy_out", "destroy"]
     assert sorted(a.detail for a in sandbox.did("copy_out")) == [f"{paths.HOME}/.claude/projects", paths.WORKSPACE]
+    # ...the very paths it said before the agent it would copy out (a backend may take them as the agent exits)
+    assert [sorted(expected) for expected in sandbox.expected_copy_outs] == [sorted(a.detail for a in
+                                                                              sandbox.did("copy_out"))]
     assert sandbox.spec.image == "fake-image" and sandbox.spec.run_id == "r1" and sandbox.spec.case_id == "c1"
     assert {m.target for m in sandbox.spec.mounts} == {paths.RUN_DIR, paths.MANAGED_SETTINGS}
     _no_sandbox_left(backend)
