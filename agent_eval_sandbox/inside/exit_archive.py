@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import stat
 import struct
-import threading
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
@@ -48,9 +49,8 @@ BEGIN = b"A"
 DATA = b"a"
 END = b"Z"
 KINDS = frozenset({AGENT_OUTPUT, BEGIN, DATA, END})
+# No frame the launcher writes is larger: a larger one is not the launcher's.
 CHUNK_BYTES = 64 * 1024
-# A JSON frame larger than this is not one the launcher wrote.
-MAX_JSON_FRAME = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -86,45 +86,74 @@ def json_frame(kind: bytes, data: dict[str, object]) -> bytes:
 
 
 class FramedOutput:
-    """The launcher's stdout once it frames: whole frames only, from any thread."""
+    """The launcher's stdout once it frames: whole frames, one writer (the launcher's main thread)."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._lock = threading.Lock()
-        self._agent_open = True
 
-    def _write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
 
-    def write(self, data: bytes) -> None:
-        with self._lock:
-            self._write(data)
-
-    def agent(self, data: bytes) -> bool:
-        """Relay the agent's output; False once `close_agent` was called (its frames are over)."""
-        with self._lock:
-            if not self._agent_open:
-                return False
-            for start in range(0, len(data), CHUNK_BYTES):
-                self._write(frame(AGENT_OUTPUT, data[start:start + CHUNK_BYTES]))
-            return True
-
-    def close_agent(self) -> None:
-        with self._lock:
-            self._agent_open = False
+    def agent(self, data: bytes) -> None:
+        for start in range(0, len(data), CHUNK_BYTES):
+            self.write(frame(AGENT_OUTPUT, data[start:start + CHUNK_BYTES]))
 
 
-def relay(pipe_fd: int, out: FramedOutput) -> None:
-    """Copy the agent's stdout pipe into `out` until EOF or until `out` stops taking it."""
+def relay_until_exit(pid: int, pipe_fd: int, out: FramedOutput, has_exited: Callable[[], bool]) -> None:
+    """Relay the agent's stdout pipe into `out` until the agent exits, then whatever it wrote before.
+
+    The launcher's main thread does it, woken by the pipe or by the agent's exit (a pidfd): no other
+    thread, which the agent's processes could starve (they may change the launcher's scheduling),
+    sits between the agent's last write and the archives. What is in the pipe when the agent has
+    exited is all it wrote (it cannot exit while blocked on a full pipe); what a process it left
+    behind writes later is not its output and is not relayed.
+    """
+    try:
+        exited: int | None = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        exited = None  # then looked for every 20 ms
+    os.set_blocking(pipe_fd, False)
+    watched = [pipe_fd] if exited is None else [pipe_fd, exited]
     try:
         while True:
-            data = os.read(pipe_fd, CHUNK_BYTES)
-            if not data or not out.agent(data):
-                return
-    except OSError:
-        return
+            ready, _, _ = select.select(watched, [], [], 0.02 if exited is None else None)
+            if pipe_fd in ready and not _relay_available(pipe_fd, out):
+                watched.remove(pipe_fd)  # EOF before the exit: nothing more can come
+            if (exited is not None and exited in ready) or (exited is None and has_exited()) \
+                    or pipe_fd not in watched:
+                break
+        if pipe_fd in watched:
+            _relay_available(pipe_fd, out, limit=_readable_bytes(pipe_fd))
+    finally:
+        if exited is not None:
+            os.close(exited)
+
+
+def _readable_bytes(fd: int) -> int:
+    import fcntl
+    import termios
+
+    count = bytearray(4)
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return int.from_bytes(count, sys.byteorder)
+
+
+def _relay_available(pipe_fd: int, out: FramedOutput, limit: int | None = None) -> bool:
+    """Relay what can be read now (at most `limit` bytes); False at EOF."""
+    left = limit
+    while left is None or left > 0:
+        try:
+            data = os.read(pipe_fd, CHUNK_BYTES if left is None else min(CHUNK_BYTES, left))
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        out.agent(data)
+        if left is not None:
+            left -= len(data)
+    return True
 
 
 class _TooMuch(Exception):
@@ -148,9 +177,9 @@ class _DataFrames:
         return len(data)
 
     def flush(self) -> None:
-        if self._buffer:
-            self._out.write(frame(DATA, bytes(self._buffer)))
-            self._buffer.clear()
+        for start in range(0, len(self._buffer), CHUNK_BYTES):
+            self._out.write(frame(DATA, bytes(self._buffer[start:start + CHUNK_BYTES])))
+        self._buffer.clear()
 
 
 def archive_one(path: str, out: FramedOutput, max_bytes: int, max_files: int) -> None:
@@ -222,14 +251,17 @@ SPOOL_IN_MEMORY_BYTES = 8 * 1024 * 1024
 class FrameReader:
     """Takes the framed stdout in pieces as they come; the agent's output goes to `on_output`.
 
-    Archives over `max_bytes` are dropped as they grow (the launcher stops at the same cap).
-    A stream that breaks the framing is passed on to `on_output` as it is from there on, and
-    none of its archives count.
+    The stream must be exactly what the launcher writes for `collect`: the agent's output, then
+    one archive of each path asked for, in order, then nothing. Anything else breaks it (fail
+    closed): from there on it is passed on to `on_output` as it is, and none of its archives
+    count. Archives over the cap are dropped as they grow (the launcher stops at the same cap).
     """
 
-    def __init__(self, on_output: Callable[[bytes], None], max_bytes: int) -> None:
+    def __init__(self, on_output: Callable[[bytes], None], collect: Collect) -> None:
         self._on_output = on_output
-        self._max_bytes = max_bytes
+        self._paths = list(collect.paths)
+        self._max_bytes = collect.max_bytes
+        self._ended = 0  # archives ended so far, of `_paths` in order
         self._pending = bytearray()
         self._current: ExitArchive | None = None
         self._size = 0
@@ -256,7 +288,7 @@ class FrameReader:
             kind, size = HEADER.unpack_from(self._pending)
             if kind not in KINDS:
                 raise FrameError(f"unknown frame kind {kind!r}")
-            if kind in (BEGIN, END) and size > MAX_JSON_FRAME:
+            if size > CHUNK_BYTES:
                 raise FrameError(f"a {kind!r} frame of {size} bytes")
             if len(self._pending) < HEADER.size + size:
                 return
@@ -265,45 +297,58 @@ class FrameReader:
             yield kind, payload
 
     def _take(self, kind: bytes, payload: bytes) -> None:
+        if self._ended == len(self._paths):
+            raise FrameError("a frame after the last archive")
         if kind == AGENT_OUTPUT:
+            if self._current is not None or self._ended:
+                raise FrameError("the agent's output among the archives")
             self._on_output(payload)
         elif kind == BEGIN:
-            begin = _json(payload)
-            path, found, is_dir = begin.get("path"), begin.get("found"), begin.get("dir")
-            if self._current is not None or not isinstance(path, str) or not isinstance(found, bool) \
-                    or not isinstance(is_dir, bool):
-                raise FrameError("an archive began inside another, or without its path")
-            import tempfile  # the host's side only: the launcher does not pay for its import
-
-            spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY_BYTES)  # noqa: SIM115 - ExitArchive.close
-            self._current = ExitArchive(path, found, is_dir, spool)
-            self._size = 0
+            self._begin(_json(payload))
         elif kind == DATA:
-            current = self._current
-            if current is None:
-                raise FrameError("archive bytes outside an archive")
-            if current.file is not None:
-                self._size += len(payload)
-                if self._size > self._max_bytes:
-                    current.close()  # over the cap: copied out the usual way
-                    current.file = None
-                else:
-                    current.file.write(payload)
+            self._data(payload)
         else:
-            end = _json(payload)
-            current, self._current = self._current, None
-            if current is None or not isinstance(end.get("ok"), bool):
-                raise FrameError("an archive ended that never began")
-            if not end["ok"] or current.file is None:
-                current.close()
-                return
-            if not current.found:
-                current.close()
-                current.file = None
-            else:
-                current.file.seek(0)
-            self._done.pop(current.path, ExitArchive("", False, False)).close()
-            self._done[current.path] = current
+            self._end(_json(payload))
+
+    def _begin(self, begin: dict[str, object]) -> None:
+        path, found, is_dir = begin.get("path"), begin.get("found"), begin.get("dir")
+        if self._current is not None or not isinstance(found, bool) or not isinstance(is_dir, bool):
+            raise FrameError("an archive began inside another, or without saying what it holds")
+        if path != self._paths[self._ended]:
+            raise FrameError(f"an archive of {path!r}, not of the next path asked for")
+        import tempfile  # the host's side only: the launcher does not pay for its import
+
+        spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY_BYTES)  # noqa: SIM115 - ExitArchive.close
+        self._current = ExitArchive(path, found, is_dir, spool)
+        self._size = 0
+
+    def _data(self, payload: bytes) -> None:
+        current = self._current
+        if current is None:
+            raise FrameError("archive bytes outside an archive")
+        if current.file is None:
+            return
+        self._size += len(payload)
+        if self._size > self._max_bytes:
+            current.close()  # over the cap: copied out the usual way
+            current.file = None
+        else:
+            current.file.write(payload)
+
+    def _end(self, end: dict[str, object]) -> None:
+        current, self._current = self._current, None
+        if current is None or not isinstance(end.get("ok"), bool):
+            raise FrameError("an archive ended that never began")
+        self._ended += 1
+        if not end["ok"] or current.file is None:
+            current.close()
+            return
+        if not current.found:
+            current.close()
+            current.file = None
+        else:
+            current.file.seek(0)
+        self._done[current.path] = current
 
     def close(self) -> None:
         """Let go of every archive (their spooled files)."""
@@ -315,7 +360,7 @@ class FrameReader:
     def archives(self) -> dict[str, ExitArchive]:
         """The archives that ended whole and under the cap, by path, now the caller's to close (none
         if the stream broke or was cut)."""
-        if self.broken is not None or self._pending or self._current is not None:
+        if self.broken is not None or self._pending or self._ended < len(self._paths):
             self.close()
             return {}
         done, self._done = self._done, {}

@@ -49,8 +49,6 @@ GATEWAY_UNREACHABLE = 124
 READY_TIMEOUT_S = 30.0
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
-# How long the agent's stdout may stay open after it exited (a process it left holding the pipe).
-RELAY_LINGER_S = 0.3
 
 
 def make_non_dumpable() -> str | None:
@@ -133,26 +131,21 @@ def main(argv: list[str] | None = None, collect: exit_archive.Collect | None = N
 
 def _wait_for(child: subprocess.Popen[bytes], collect: exit_archive.Collect | None) -> int:
     """The agent's exit code, once it has exited and, if asked, its files are archived after its output."""
-    out: exit_archive.FramedOutput | None = None
-    relaying: threading.Thread | None = None
-    if collect is not None and child.stdout is not None:
-        out = exit_archive.FramedOutput(sys.stdout.fileno())
-        relaying = threading.Thread(target=exit_archive.relay, args=(child.stdout.fileno(), out), daemon=True)
-        relaying.start()
 
     def pass_on(signum: int, _frame: object) -> None:
         child.send_signal(signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, pass_on)
-    code = child.wait()
-    if collect is not None and out is not None and relaying is not None:
+    if collect is not None and child.stdout is not None:
+        out = exit_archive.FramedOutput(sys.stdout.fileno())
+        exit_archive.relay_until_exit(child.pid, child.stdout.fileno(), out, lambda: child.poll() is not None)
+        code = child.wait()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)  # from here a signal is for the launcher itself
-        # The pipe ends with the agent, unless something it started holds it: that gets no more frames.
-        relaying.join(RELAY_LINGER_S)
-        out.close_agent()
         exit_archive.archive_all(collect, out)
+    else:
+        code = child.wait()
     return 128 - code if code < 0 else code
 
 

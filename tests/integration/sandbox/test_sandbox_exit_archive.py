@@ -152,3 +152,40 @@ def test_a_mount_inside_the_workspace_comes_out_as_in_dockers_copy(make_on_stand
     assert asked == [WORKSPACE]
     assert tree(tmp_path / "launcher") == tree(tmp_path / "docker")
     assert summary(launcher) == summary(docker) and (tmp_path / "launcher" / "out.txt").read_text() == "out\n"
+
+
+# Lowers the launcher's threads to SCHED_IDLE (the sandbox user may) and keeps the CPU busy for 3 s.
+STARVE = """
+import os, subprocess, sys
+main_too = sys.argv[1] == "all"
+for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+    try:
+        args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if b"/opt/agent-eval/run_agent.py" in args:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            if main_too or tid != pid:
+                os.sched_setscheduler(int(tid), os.SCHED_IDLE, os.sched_param(0))
+for _ in range(8):
+    subprocess.Popen(["timeout", "3", "sh", "-c", "while :; do :; done"], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+@pytest.mark.parametrize("threads", ["all-but-main", "all"])
+def test_a_starved_launcher_loses_none_of_the_agents_output(make_on_standby, threads: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    """Found by the red team: with the thread that relayed the agent's output starved, what the agent
+    wrote just before it exited was still in the pipe when the launcher gave up on it after 0.3 s:
+    the end of the conversation vanished from the stream, the case an `exited` 0 with no result."""
+    sandbox = make_on_standby(f"starved-{threads}")
+    waiting_pid(sandbox)
+    sandbox.copy_in_files({"starve.py": STARVE.encode()}, WORKSPACE)
+    sandbox.expect_copy_out([WORKSPACE], **CAPS)
+    asked = counting_archives(sandbox, monkeypatch)
+    ran = agent(sandbox, f"python3 starve.py {threads} && for i in $(seq 1 2000); do echo line $i; done")
+    assert ran.exit_code == 0, ran.stderr
+    assert ran.stdout == "".join(f"line {i}\n" for i in range(1, 2001)).encode()
+    sandbox.copy_out(WORKSPACE, tmp_path / "out", **CAPS)
+    assert asked == [] and (tmp_path / "out" / "starve.py").is_file()

@@ -37,10 +37,10 @@ def framed_archive(path: str, tar: bytes, *, ok: bool = True, found: bool = True
             + ea.frame(ea.DATA, tar) + ea.json_frame(ea.END, {"ok": ok} if ok else {"ok": False, "error": "x"}))
 
 
-def read_all(stream: bytes, *, pieces: int = 1,
+def read_all(stream: bytes, paths: list[str], *, pieces: int = 1,
              max_bytes: int = BIG) -> tuple[bytes, dict[str, ea.ExitArchive], str | None]:
     output = bytearray()
-    reader = ea.FrameReader(output.extend, max_bytes)
+    reader = ea.FrameReader(output.extend, ea.Collect(paths, max_bytes, 1000))
     step = max(1, len(stream) // pieces)
     for start in range(0, len(stream), step):
         reader.feed(stream[start:start + step])
@@ -52,7 +52,7 @@ def test_output_and_archives_read_back_however_the_stream_is_cut():
     stream = (ea.frame(ea.AGENT_OUTPUT, b'{"type":"result"}\n') + framed_archive("/workspace", b"tar-bytes")
               + framed_archive("/gone", b"", found=False, is_dir=False))
     for pieces in (1, 3, len(stream)):  # whole, in thirds, a byte at a time
-        output, archives, broken = read_all(stream, pieces=pieces)
+        output, archives, broken = read_all(stream, ["/workspace", "/gone"], pieces=pieces)
         assert (output, broken) == (b'{"type":"result"}\n', None)
         assert set(archives) == {"/workspace", "/gone"}
         workspace = archives["/workspace"]
@@ -63,7 +63,7 @@ def test_output_and_archives_read_back_however_the_stream_is_cut():
 
 def test_an_archive_that_did_not_end_ok_or_grew_past_the_cap_does_not_count():
     stream = framed_archive("/a", b"x" * 10, ok=False) + framed_archive("/b", b"y" * 100) + framed_archive("/c", b"z")
-    _, archives, _ = read_all(stream, max_bytes=50)
+    _, archives, _ = read_all(stream, ["/a", "/b", "/c"], max_bytes=50)
     assert set(archives) == {"/c"}
 
 
@@ -71,22 +71,38 @@ def test_an_archive_that_did_not_end_ok_or_grew_past_the_cap_does_not_count():
     (b"Q\x00\x00\x00\x01x", "unknown frame kind"),
     (ea.frame(ea.DATA, b"x"), "outside an archive"),
     (ea.json_frame(ea.END, {"ok": True}), "never began"),
-    (ea.json_frame(ea.BEGIN, {"path": "/a", "found": True, "dir": True}) * 2, "inside another"),
+    (ea.json_frame(ea.BEGIN, {"path": "/other", "found": True, "dir": True}) * 2, "inside another"),
     (ea.frame(ea.BEGIN, b"not json"), "not JSON"),
-    (ea.HEADER.pack(ea.BEGIN, ea.MAX_JSON_FRAME + 1), "frame of"),
+    # Found by the red team (gVisor, where the agent could write into the stream): a frame that
+    # claimed 4 GiB was held whole in the controller's memory while it came.
+    (ea.HEADER.pack(ea.AGENT_OUTPUT, 0xFFFFFFFF), "frame of"),
+    (ea.HEADER.pack(ea.DATA, ea.CHUNK_BYTES + 1), "frame of"),
+    # ...and a forged archive of a path beside the launcher's own was taken.
+    (framed_archive("/workspace", b"forged"), "not of the next path"),
+    (framed_archive("/elsewhere", b"forged"), "not of the next path"),
+    (ea.frame(ea.AGENT_OUTPUT, b"late output"), "among the archives"),
 ])
 def test_a_stream_that_breaks_the_framing_is_passed_on_as_output_with_no_archives(stream: bytes, problem: str):
     before = framed_archive("/workspace", b"tar")
-    output, archives, broken = read_all(ea.frame(ea.AGENT_OUTPUT, b"first ") + before + stream + b"rest")
+    output, archives, broken = read_all(ea.frame(ea.AGENT_OUTPUT, b"first ") + before + stream + b"rest",
+                                        ["/workspace", "/other"])
     assert broken is not None and problem in broken
     assert archives == {}
     assert output.startswith(b"first ") and output.endswith(b"rest")
 
 
-def test_a_stream_cut_inside_a_frame_or_an_archive_has_no_archives():
+def test_nothing_may_follow_the_last_archive():
+    whole = framed_archive("/workspace", b"tar")
+    for late in (framed_archive("/workspace", b"forged"), ea.frame(ea.AGENT_OUTPUT, b"x")):
+        _, archives, broken = read_all(whole + late, ["/workspace"])
+        assert archives == {} and broken is not None
+    assert read_all(whole + b"\n", ["/workspace"])[1] == {}  # not even a frame: still not the launcher's stream
+
+
+def test_a_stream_cut_inside_a_frame_or_before_the_last_archive_has_no_archives():
     whole = framed_archive("/workspace", b"tar") + framed_archive("/other", b"tar")
-    for cut in (len(whole) - 3, len(whole) - len(ea.json_frame(ea.END, {"ok": True}))):
-        assert read_all(whole[:cut])[1] == {}
+    for cut in (len(whole) - 3, len(whole) - len(ea.json_frame(ea.END, {"ok": True})), len(whole) // 2):
+        assert read_all(whole[:cut], ["/workspace", "/other"])[1] == {}
 
 
 # ---- the launcher script ---------------------------------------------------------------------------
@@ -133,7 +149,7 @@ def test_the_launcher_relays_the_agents_output_and_then_archives_what_it_left(ga
     collect = ea.Collect([str(work), str(tmp_path / "missing"), str(single)], BIG, 1000)
     done, _ = run_collecting(gateway, tmp_path, script, collect, work)
     assert done.returncode == 3, done.stderr
-    output, archives, broken = read_all(done.stdout)
+    output, archives, broken = read_all(done.stdout, collect.paths)
     assert broken is None
     assert output == b"line one\n" + b"x" * 200000 + forged
     assert set(archives) == set(collect.paths)
@@ -160,7 +176,7 @@ def test_a_process_left_holding_the_agents_output_neither_delays_nor_enters_the_
     done, took = run_collecting(gateway, tmp_path, script, ea.Collect([str(work)], BIG, 1000), work)
     assert done.returncode == 0, done.stderr
     assert took < 4  # the launcher did not wait for the child holding the pipe
-    output, archives, broken = read_all(done.stdout)
+    output, archives, broken = read_all(done.stdout, [str(work)])
     assert (output, broken, set(archives)) == (b"early\n", None, {str(work)})
 
 
@@ -172,7 +188,7 @@ def test_past_a_cap_the_launcher_ends_the_archive_as_not_ok(gateway: Path, tmp_p
     script = "for i in 1 2 3 4 5; do head -c 3000 /dev/urandom > f$i; done"
     done, _ = run_collecting(gateway, tmp_path, script, ea.Collect([str(work)], max_bytes, max_files), work)
     assert done.returncode == 0, done.stderr
-    _, archives, broken = read_all(done.stdout)
+    _, archives, broken = read_all(done.stdout, [str(work)])
     assert broken is None and archives == {}
     ends = [json.loads(line[ea.HEADER.size:]) for line in split_frames(done.stdout) if line[:1] == ea.END]
     assert len(ends) == 1 and not ends[0]["ok"] and "cap" in ends[0]["error"]
