@@ -91,6 +91,11 @@ _EXIT_POLL_S = 0.005
 _GO_MODE_DIR = 1 << 31  # os.ModeDir in the stat header of Docker's archive API
 # The first files copied in while the launcher waits on standby go in with its go line, up to this much.
 _DEFERRED_MAX_BYTES = 16 * MiB
+# The launcher archives what it is asked to copy out up to this much: its tar (Python, within the
+# sandbox's CPU limit) beats Docker's archive API (a helper of the daemon's, ~35 ms a call, one call
+# of a container at a time) for the small trees of most cases, not for big ones, which it leaves to it.
+_EXIT_ARCHIVE_MAX_BYTES = 8 * MiB
+_EXIT_ARCHIVE_MAX_FILES = 1_000
 
 
 class _Pump(threading.Thread):
@@ -614,7 +619,8 @@ class DockerSandbox(Sandbox):
         # tests/integration/attacks/test_attack_forged_events.py), so there the copy-out stays Docker's.
         if self._spec.hardening.runtime not in (None, "runc"):
             return
-        self._expected = exit_archive.Collect(list(paths), max_bytes, max_files)
+        self._expected = exit_archive.Collect(list(paths), min(max_bytes, _EXIT_ARCHIVE_MAX_BYTES),
+                                              min(max_files, _EXIT_ARCHIVE_MAX_FILES))
 
     def _keep_exit_archives(self, frames: exit_archive.FrameReader | None, *, exited: bool) -> None:
         """Keep what the launcher archived, if its command exited on its own (at a deadline the
