@@ -25,7 +25,9 @@ framed, so nothing the agent prints can pass for an archive:
 An archive that did not end "ok" (a file the sandbox user cannot read, more
 than the caps, a file changed while it was read) is worth nothing: the host
 copies that path out the usual way. The launcher reads as the sandbox user,
-never follows a link, and stops at the caps the go line gives.
+never through a link (every entry opened relative to its directory with
+O_NOFOLLOW, and checked to be the entry it looked at), and stops at the caps
+the go line gives.
 """
 
 from __future__ import annotations
@@ -182,39 +184,139 @@ class _DataFrames:
         self._buffer.clear()
 
 
+# Deeper trees are left to Docker's copy (whose extraction notes what it cuts below 64 levels).
+MAX_DEPTH = 128
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def lstat_at(dir_fd: int, name: str) -> os.stat_result:
+    return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _open_as(dir_fd: int, name: str, expected: os.stat_result, flags: int = 0) -> int:
+    """`name` opened without following a link, and still the entry `expected` describes.
+
+    An entry swapped between the look and the open (a link, another file: found by the red team,
+    the archive held the launcher's own /proc/self/status under a workspace name) is an error."""
+    fd = os.open(name, _OPEN | flags, dir_fd=dir_fd)
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino) or \
+            stat.S_IFMT(st.st_mode) != stat.S_IFMT(expected.st_mode):
+        os.close(fd)
+        raise OSError(f"{name!r} changed while it was archived")
+    return fd
+
+
+class _TreeArchive:
+    """A directory tree into a tar stream, as the sandbox user sees it, never through a link.
+
+    Every entry is looked at and opened relative to its directory's descriptor, without following
+    links; files are read from the descriptor that was checked. Links, FIFOs go in as what they are;
+    sockets and devices are left out (as Docker's archive does)."""
+
+    def __init__(self, tar: tarfile.TarFile, max_files: int) -> None:
+        self._tar = tar
+        self._left = max_files
+        self._inodes: dict[tuple[int, int], str] = {}
+
+    def _info(self, name: str, st: os.stat_result) -> tarfile.TarInfo:
+        import tarfile
+
+        self._left -= 1
+        if self._left < 0:
+            raise _TooMuch("the archive has more entries than the copy-out cap")
+        info = tarfile.TarInfo(name)
+        info.mode, info.uid, info.gid, info.mtime = stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime
+        return info
+
+    def directory(self, dir_fd: int, name: str, depth: int = 0) -> None:
+        import tarfile
+
+        if depth > MAX_DEPTH:
+            raise _TooMuch(f"the tree is deeper than {MAX_DEPTH} levels")
+        info = self._info(name, os.fstat(dir_fd))
+        info.type = tarfile.DIRTYPE
+        self._tar.addfile(info)
+        with os.scandir(dir_fd) as listing:
+            names = [entry.name for entry in listing]
+        for child in names:
+            self.entry(dir_fd, child, f"{name}/{child}", depth)
+
+    def entry(self, dir_fd: int, child: str, name: str, depth: int) -> None:
+        import tarfile
+
+        st = lstat_at(dir_fd, child)
+        if stat.S_ISDIR(st.st_mode):
+            fd = _open_as(dir_fd, child, st, os.O_DIRECTORY)
+            try:
+                self.directory(fd, name, depth + 1)
+            finally:
+                os.close(fd)
+            return
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            return
+        info = self._info(name, st)
+        if stat.S_ISLNK(st.st_mode):
+            info.type, info.linkname = tarfile.SYMTYPE, os.readlink(child, dir_fd=dir_fd)
+            self._tar.addfile(info)
+        elif stat.S_ISFIFO(st.st_mode):
+            info.type = tarfile.FIFOTYPE
+            self._tar.addfile(info)
+        elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in self._inodes:
+            info.type, info.linkname = tarfile.LNKTYPE, self._inodes[(st.st_dev, st.st_ino)]
+            self._tar.addfile(info)
+        else:
+            if st.st_nlink > 1:
+                self._inodes[(st.st_dev, st.st_ino)] = name
+            with os.fdopen(_open_as(dir_fd, child, st), "rb") as data:
+                info.size = os.fstat(data.fileno()).st_size
+                self._tar.addfile(info, data)  # exactly `size` bytes, or an error
+
+
 def archive_one(path: str, out: FramedOutput, max_bytes: int, max_files: int) -> None:
-    """BEGIN, DATA..., END for `path`; an error of any kind ends it as not ok."""
+    """BEGIN, DATA..., END for the directory `path`; an error of any kind ends it as not ok.
+
+    `path` is reached from / one directory at a time without following a link: a path that is not
+    a directory all the way (a link the agent put in its place, a file) is not ok, and left to
+    Docker's copy, which resolves it as it always did."""
     import tarfile  # only when asked: a launcher that collects nothing never needs it
 
+    parts = [part for part in path.split("/") if part] or ["."]
+    dir_fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        st = os.lstat(path)
+        for part in parts[:-1]:
+            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            os.close(dir_fd)
+            dir_fd = below
+        st = lstat_at(dir_fd, parts[-1])
     except FileNotFoundError:
+        os.close(dir_fd)
         out.write(json_frame(BEGIN, {"path": path, "found": False, "dir": False}))
         out.write(json_frame(END, {"ok": True}))
         return
     except OSError as exc:
+        os.close(dir_fd)
         out.write(json_frame(BEGIN, {"path": path, "found": True, "dir": False}))
         out.write(json_frame(END, {"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
         return
     out.write(json_frame(BEGIN, {"path": path, "found": True, "dir": stat.S_ISDIR(st.st_mode)}))
     body = _DataFrames(out, max_bytes)
-    members = 0
-
-    def count(member: tarfile.TarInfo) -> tarfile.TarInfo:
-        nonlocal members
-        members += 1
-        if members > max_files:
-            raise _TooMuch("the archive has more entries than the copy-out cap")
-        return member
-
     try:
-        # Laid out as Docker's archive of the path: its own name on top, links kept as links.
-        with tarfile.open(fileobj=body, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
-            tar.add(path, arcname=os.path.basename(path.rstrip("/")) or "/", recursive=True, filter=count)
+        if not stat.S_ISDIR(st.st_mode):
+            raise OSError(f"{path} is not a directory")
+        top = _open_as(dir_fd, parts[-1], st, os.O_DIRECTORY)
+        try:
+            # Laid out as Docker's archive of the path: its own name on top, links kept as links.
+            with tarfile.open(fileobj=body, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+                _TreeArchive(tar, max_files).directory(top, parts[-1])
+        finally:
+            os.close(top)
         body.flush()
     except Exception as exc:  # noqa: BLE001 - whatever it was, this archive is not to be used
         out.write(json_frame(END, {"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
         return
+    finally:
+        os.close(dir_fd)
     out.write(json_frame(END, {"ok": True}))
 
 

@@ -94,6 +94,10 @@ def host_config_args(
     }
 
 
+# The names Docker gives runc (the launcher's descriptors are private there: see inside/exit_archive.py).
+RUNC = frozenset({"runc", "io.containerd.runc.v2"})
+
+
 def no_network(spec: SandboxSpec) -> bool:
     """Whether Docker may skip the network set-up entirely: a sandbox with no network gets none."""
     return spec.hardening.network == "none"
@@ -141,6 +145,7 @@ class DockerBackend(SandboxBackend):
         # the run's HostPaths root once `host_paths` chose it, else the temp directory.
         self._runtime_dir = runtime_dir
         self._runtimes: set[str] | None = None
+        self._default_runtime: str | None = None
         self._host: HostPaths | None = None
         self._own: tuple[OwnContainer | None] | None = None  # found on first need
 
@@ -166,6 +171,7 @@ class DockerBackend(SandboxBackend):
             extra=spec.extra_labels,
             container=own.id if own is not None else None,
         )
+        exit_archives = self.runs_under_runc(spec)
         volumes: dict[str, str] = {}
         container_id: str | None = None
         lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.base if self._host is not None else None))
@@ -217,18 +223,31 @@ class DockerBackend(SandboxBackend):
             lifeline.close()
             raise
         sandbox = DockerSandbox(self.client, spec, container_id=container_id, name=name,
-                                volumes=list(volumes.values()), lifeline=lifeline)
+                                volumes=list(volumes.values()), lifeline=lifeline,
+                                exit_archives=exit_archives)
         sandbox.stand_by()
         return sandbox
 
-    def check_runtime(self, name: str) -> None:
+    def _daemon_runtimes(self) -> set[str]:
         if self._runtimes is None:
             with docker_errors("listing container runtimes"):
-                self._runtimes = set(self.client.api.info().get("Runtimes") or {})
-        if name not in self._runtimes:
+                info = self.client.api.info()
+            self._runtimes = set(info.get("Runtimes") or {})
+            self._default_runtime = info.get("DefaultRuntime") or None
+        return self._runtimes
+
+    def runs_under_runc(self, spec: SandboxSpec) -> bool:
+        """Whether the spec's sandbox runs under runc: its runtime, or the daemon's default one
+        (a daemon may default to gVisor)."""
+        if spec.hardening.runtime is None:
+            self._daemon_runtimes()
+        return (spec.hardening.runtime or self._default_runtime) in RUNC
+
+    def check_runtime(self, name: str) -> None:
+        if name not in self._daemon_runtimes():
             raise RuntimeNotRegisteredError(
                 f"container runtime {name!r} is not registered with the Docker daemon "
-                f"(registered: {', '.join(sorted(self._runtimes)) or 'none'})",
+                f"(registered: {', '.join(sorted(self._daemon_runtimes())) or 'none'})",
                 # Plain `runsc install` is not enough: the sandbox has no network of runsc's making
                 # and must reach the gateway's unix socket.
                 fix="register it in /etc/docker/daemon.json and reload dockerd (for gVisor: "

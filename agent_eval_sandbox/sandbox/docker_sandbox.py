@@ -236,6 +236,7 @@ class DockerSandbox(Sandbox):
         name: str,
         volumes: Sequence[str],
         lifeline: Lifeline | None = None,
+        exit_archives: bool = False,
     ) -> None:
         self._api = client.api
         self._spec = spec
@@ -257,6 +258,10 @@ class DockerSandbox(Sandbox):
         # What the next exec's launcher is to archive as its agent exits (`expect_copy_out`), and
         # what it did archive, for the copy_outs that follow before anything else touches the files.
         self._expected: exit_archive.Collect | None = None
+        # Only under runc is the launcher's stdout its own: gVisor lets the sandbox user open the
+        # descriptors of its other processes through /proc whatever their dumpable flag (measured by
+        # tests/integration/attacks/test_attack_forged_events.py), so there the copy-out stays Docker's.
+        self._exit_archives_allowed = exit_archives
         self._exit_archives: dict[str, exit_archive.ExitArchive] = {}
 
     @property
@@ -614,10 +619,7 @@ class DockerSandbox(Sandbox):
     # ---- files archived as the agent exited (inside/exit_archive.py) -------------------------
 
     def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
-        # Only under runc is the launcher's stdout its own: gVisor lets the sandbox user open the
-        # descriptors of its other processes through /proc whatever their dumpable flag (measured by
-        # tests/integration/attacks/test_attack_forged_events.py), so there the copy-out stays Docker's.
-        if self._spec.hardening.runtime not in (None, "runc"):
+        if not self._exit_archives_allowed:
             return
         self._expected = exit_archive.Collect(list(paths), min(max_bytes, _EXIT_ARCHIVE_MAX_BYTES),
                                               min(max_files, _EXIT_ARCHIVE_MAX_FILES))

@@ -152,7 +152,8 @@ def test_the_launcher_relays_the_agents_output_and_then_archives_what_it_left(ga
     output, archives, broken = read_all(done.stdout, collect.paths)
     assert broken is None
     assert output == b"line one\n" + b"x" * 200000 + forged
-    assert set(archives) == set(collect.paths)
+    # A path that is not a directory (here a file) is left to Docker's copy.
+    assert set(archives) == {str(work), str(tmp_path / "missing")}
     assert not archives[str(tmp_path / "missing")].found
 
     out = tmp_path / "out"
@@ -161,11 +162,6 @@ def test_the_launcher_relays_the_agents_output_and_then_archives_what_it_left(ga
     report = extract_tar(workspace.file, out, strip_top="work", max_bytes=BIG, max_files=1000)  # type: ignore[arg-type]
     assert tree(out) == {"forged.bin": (forged, 0o644), "sub": "dir", "sub/new.txt": (b"new\n", 0o600)}
     assert [(entry.path, entry.kind) for entry in report.skipped] == [("link", "symlink")]  # as from Docker's
-    file_out = tmp_path / "file-out"
-    one = archives[str(single)]
-    assert not one.is_dir and one.file is not None
-    extract_tar(one.file, file_out, strip_top=None, max_bytes=BIG, max_files=10)  # type: ignore[arg-type]
-    assert (file_out / "single.txt").read_text() == "one file"
 
 
 def test_a_process_left_holding_the_agents_output_neither_delays_nor_enters_the_archives(gateway: Path,
@@ -220,3 +216,83 @@ def test_a_go_line_carries_what_to_collect():
     go = standby.read(io.BytesIO(standby.encode([], {}, None, collect=collect.to_json())))
     assert go is not None and ea.Collect.from_json(go.collect) == collect
     assert standby.read(io.BytesIO(standby.encode([], {}, None))).collect is None  # type: ignore[union-attr]
+
+
+# ---- never through a link (found by the second red team) -----------------------------------------
+
+
+def archived(tmp_path: Path, path: Path) -> tuple[bytes, dict[str, ea.ExitArchive]]:
+    """`ea.archive_one` of `path` in this process: the raw stream and the archives read back from it."""
+    raw = tmp_path / "stream.bin"
+    fd = os.open(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        ea.archive_one(str(path), ea.FramedOutput(fd), BIG, 1000)
+    finally:
+        os.close(fd)
+    stream = raw.read_bytes()
+    return stream, read_all(stream, [str(path)])[1]
+
+
+@pytest.mark.parametrize("swap", ["file-for-link", "dir-for-link"])
+def test_an_entry_swapped_between_the_look_and_the_open_is_never_read(tmp_path: Path, swap: str,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """The red team swapped files for links to `/proc/self/status` while the launcher archived (with
+    `renameat2(RENAME_EXCHANGE)` in a loop): tarfile looked with lstat and opened by name, so the
+    collected "file" held the launcher's own status. Here the swap comes at exactly that moment."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET outside the tree\n")
+    (work / "f.txt").write_text("the file\n")
+    (work / "sub" / "in.txt").write_text("in the directory\n")
+    real = ea.lstat_at
+
+    def look_then_swap(dir_fd: int, name: str) -> os.stat_result:
+        st = real(dir_fd, name)
+        target = {"file-for-link": ("f.txt", outside / "secret.txt"), "dir-for-link": ("sub", outside)}[swap]
+        if name == target[0]:
+            victim = work / name
+            if victim.is_dir():
+                (work / "sub" / "in.txt").unlink()
+                victim.rmdir()
+            else:
+                victim.unlink()
+            victim.symlink_to(target[1])
+        return st
+
+    monkeypatch.setattr(ea, "lstat_at", look_then_swap)
+    stream, archives = archived(tmp_path, work)
+    assert archives == {} and b'"ok":false' in stream  # not ok: Docker's copy decides
+    assert b"SECRET" not in stream
+
+
+def test_a_path_reached_through_a_link_is_left_to_docker(tmp_path: Path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "a.txt").write_text("a\n")
+    (tmp_path / "link").symlink_to(real)
+    stream, archives = archived(tmp_path, tmp_path / "link")
+    assert archives == {} and b"a\n" not in stream
+    stream, archives = archived(tmp_path, tmp_path / "link" / "deeper")  # a link on the way
+    assert archives == {}
+
+
+def test_sockets_are_left_out_and_fifos_are_never_opened(tmp_path: Path):
+    import socket as socket_
+
+    work = tmp_path / "w"
+    work.mkdir()
+    os.mkfifo(work / "pipe")  # opened, it would block the launcher for good
+    with socket_.socket(socket_.AF_UNIX) as server:
+        server.bind(str(work / "sock"))
+        _, archives = archived(tmp_path, work)
+    names = tarfile_names(archives[str(work)])
+    assert names == ["w", "w/pipe"] or sorted(names) == ["w", "w/pipe"]
+
+
+def tarfile_names(archive: ea.ExitArchive) -> list[str]:
+    import tarfile
+
+    assert archive.file is not None
+    with tarfile.open(fileobj=archive.file, mode="r|") as tar:  # type: ignore[call-overload]
+        return [member.name for member in tar]

@@ -108,3 +108,30 @@ def test_an_unreachable_daemon_is_one_clear_user_error(monkeypatch, tmp_path):
         backend.gc()
     assert "cannot reach the Docker daemon" in err.value.message
     assert "DOCKER_HOST" in err.value.fix and "\n" not in str(err.value)
+
+
+class _Daemon:
+    """Just the `docker info` of a daemon (the one call `runs_under_runc` makes)."""
+
+    def __init__(self, default_runtime: str) -> None:
+        self.calls = 0
+        self.api = self
+        self._default = default_runtime
+
+    def info(self) -> dict:
+        self.calls += 1
+        return {"DefaultRuntime": self._default, "Runtimes": {"runc": {}, "runsc-nonet": {}}}
+
+
+@pytest.mark.parametrize(("default", "runtime", "runc"), [
+    ("runc", None, True), ("runc", "runc", True), ("runc", "runsc-nonet", False),
+    # Found by the second red team: a daemon whose default runtime is gVisor, sandbox.runtime unset.
+    ("runsc", None, False), ("runsc", "runc", True),
+])
+def test_runc_is_the_sandboxes_runtime_or_the_daemons_default(default: str, runtime: str | None, runc: bool):
+    daemon = _Daemon(default)
+    backend = DockerBackend(client=daemon)  # type: ignore[arg-type]
+    hardened = spec(hardening=Hardening(runtime=runtime)) if runtime else spec()
+    assert backend.runs_under_runc(hardened) is runc
+    backend.runs_under_runc(hardened)
+    assert daemon.calls <= 1  # asked once, at most
