@@ -93,9 +93,10 @@ _GO_MODE_DIR = 1 << 31  # os.ModeDir in the stat header of Docker's archive API
 _DEFERRED_MAX_BYTES = 16 * MiB
 # The launcher archives what it is asked to copy out up to this much: its tar (Python, within the
 # sandbox's CPU limit) beats Docker's archive API (a helper of the daemon's, ~35 ms a call, one call
-# of a container at a time) for the small trees of most cases, not for big ones, which it leaves to it.
+# of a container at a time) for the small trees of most cases, not for big ones, which it leaves to it
+# (measured: 100 files 163 against 189 ms, 100 files of 70 KB 214 against 264, 900 files 1,323 against 1,207).
 _EXIT_ARCHIVE_MAX_BYTES = 8 * MiB
-_EXIT_ARCHIVE_MAX_FILES = 1_000
+_EXIT_ARCHIVE_MAX_FILES = 300
 
 
 class _Pump(threading.Thread):
