@@ -54,6 +54,16 @@ def counting_archives(sandbox: DockerSandbox, monkeypatch: pytest.MonkeyPatch) -
     return asked
 
 
+def collecting(make_on_standby, case_id: str, monkeypatch: pytest.MonkeyPatch,
+               paths: tuple[str, ...] = (WORKSPACE,), **spec) -> tuple[DockerSandbox, list[str]]:
+    """A sandbox whose launcher waits, told that `paths` will be copied out after the agent, and the
+    paths Docker's archive API is asked for from then on."""
+    sandbox = make_on_standby(case_id, **spec)
+    waiting_pid(sandbox)
+    sandbox.expect_copy_out(list(paths), **CAPS)
+    return sandbox, counting_archives(sandbox, monkeypatch)
+
+
 def tree(root: Path) -> dict[str, object]:
     return {str(p.relative_to(root)): "dir" if p.is_dir() else (p.read_bytes(), p.stat().st_mode & 0o777)
             for p in sorted(root.rglob("*"))}
@@ -65,12 +75,9 @@ def summary(report: CopyOutReport) -> tuple[object, ...]:
 
 def test_the_copy_out_after_the_agent_is_the_launchers_and_the_same_as_dockers(make_on_standby, tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch):
-    sandbox = make_on_standby("exit-archive")
-    waiting_pid(sandbox)
-    sandbox.expect_copy_out([WORKSPACE, TRANSCRIPTS], **CAPS)
+    sandbox, asked = collecting(make_on_standby, "exit-archive", monkeypatch, paths=(WORKSPACE, TRANSCRIPTS))
     forged = ea.json_frame(ea.BEGIN, {"path": WORKSPACE, "found": True, "dir": True}) + ea.frame(ea.DATA, b"x")
     sandbox.copy_in_files({"forged.bin": forged}, WORKSPACE)
-    asked = counting_archives(sandbox, monkeypatch)
     # Output that looks like frames, and more than a pipe holds, is the agent's output as it is.
     ran = agent(sandbox, f"{LEAVES}; head -c 100000 /dev/zero; cat forged.bin")
     assert ran.exit_code == 0, ran.stderr
@@ -94,10 +101,7 @@ def test_the_copy_out_after_the_agent_is_the_launchers_and_the_same_as_dockers(m
 def test_a_file_the_sandbox_user_cannot_read_is_copied_out_by_docker(make_on_standby, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch):
     """The launcher reads as the sandbox user; Docker's copy reads everything, so it decides."""
-    sandbox = make_on_standby("unreadable")
-    waiting_pid(sandbox)
-    sandbox.expect_copy_out([WORKSPACE, TRANSCRIPTS], **CAPS)
-    asked = counting_archives(sandbox, monkeypatch)
+    sandbox, asked = collecting(make_on_standby, "unreadable", monkeypatch, paths=(WORKSPACE, TRANSCRIPTS))
     ran = agent(sandbox, "echo kept > kept.txt; echo locked > locked.txt; chmod 000 locked.txt; "
                          "mkdir shut; echo in > shut/in.txt; chmod 000 shut")
     assert ran.exit_code == 0, ran.stderr
@@ -110,10 +114,7 @@ def test_a_file_the_sandbox_user_cannot_read_is_copied_out_by_docker(make_on_sta
 
 def test_at_a_deadline_the_files_are_docker_s_copy_as_the_freeze_left_them(make_on_standby, tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch):
-    sandbox = make_on_standby("deadline")
-    waiting_pid(sandbox)
-    sandbox.expect_copy_out([WORKSPACE], **CAPS)
-    asked = counting_archives(sandbox, monkeypatch)
+    sandbox, asked = collecting(make_on_standby, "deadline", monkeypatch)
     ran = agent(sandbox, "echo before > f.txt; sleep 60", timeout=2)
     assert ran.exit_code is None and sandbox.frozen
     sandbox.copy_out(WORKSPACE, tmp_path / "out", **CAPS)
@@ -122,10 +123,7 @@ def test_at_a_deadline_the_files_are_docker_s_copy_as_the_freeze_left_them(make_
 
 def test_anything_run_after_the_agent_makes_its_archives_stale(make_on_standby, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch):
-    sandbox = make_on_standby("stale")
-    waiting_pid(sandbox)
-    sandbox.expect_copy_out([WORKSPACE], **CAPS)
-    asked = counting_archives(sandbox, monkeypatch)
+    sandbox, asked = collecting(make_on_standby, "stale", monkeypatch)
     assert agent(sandbox, "echo agent > f.txt").exit_code == 0
     assert sandbox.exec(["sh", "-c", "echo hook > /workspace/f.txt"], timeout=30).ok  # e.g. a container hook
     sandbox.copy_out(WORKSPACE, tmp_path / "out", **CAPS)
@@ -141,10 +139,8 @@ def test_a_mount_inside_the_workspace_comes_out_as_in_dockers_copy(make_on_stand
     for path in (tmp_path, skills, skills / "s"):
         path.chmod(0o755)
     (skills / "s" / "SKILL.md").chmod(0o644)
-    sandbox = make_on_standby("mounted", mounts=(BindMount(skills, "/workspace/.claude/skills"),))
-    waiting_pid(sandbox)
-    sandbox.expect_copy_out([WORKSPACE], **CAPS)
-    asked = counting_archives(sandbox, monkeypatch)
+    sandbox, asked = collecting(make_on_standby, "mounted", monkeypatch,
+                                mounts=(BindMount(skills, "/workspace/.claude/skills"),))
     assert agent(sandbox, "echo out > out.txt").exit_code == 0
     launcher = sandbox.copy_out(WORKSPACE, tmp_path / "launcher", **CAPS)
     assert asked == []
@@ -179,11 +175,8 @@ def test_a_starved_launcher_loses_none_of_the_agents_output(make_on_standby, thr
     """Found by the red team: with the thread that relayed the agent's output starved, what the agent
     wrote just before it exited was still in the pipe when the launcher gave up on it after 0.3 s:
     the end of the conversation vanished from the stream, the case an `exited` 0 with no result."""
-    sandbox = make_on_standby(f"starved-{threads}")
-    waiting_pid(sandbox)
+    sandbox, asked = collecting(make_on_standby, f"starved-{threads}", monkeypatch)
     sandbox.copy_in_files({"starve.py": STARVE.encode()}, WORKSPACE)
-    sandbox.expect_copy_out([WORKSPACE], **CAPS)
-    asked = counting_archives(sandbox, monkeypatch)
     ran = agent(sandbox, f"python3 starve.py {threads} && for i in $(seq 1 2000); do echo line $i; done")
     assert ran.exit_code == 0, ran.stderr
     assert ran.stdout == "".join(f"line {i}\n" for i in range(1, 2001)).encode()
@@ -194,10 +187,7 @@ def test_a_starved_launcher_loses_none_of_the_agents_output(make_on_standby, thr
 @pytest.mark.parametrize("leaves", ["head -c 9000000 /dev/zero > big.bin", "mkdir d && cd d && seq 1 301 | xargs touch"])
 def test_a_big_tree_is_left_to_docker(make_on_standby, leaves: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Past 8 MiB or 300 entries Docker's archive API is the quicker copy: the launcher stops."""
-    sandbox = make_on_standby("big")
-    waiting_pid(sandbox)
-    sandbox.expect_copy_out([WORKSPACE], **CAPS)
-    asked = counting_archives(sandbox, monkeypatch)
+    sandbox, asked = collecting(make_on_standby, "big", monkeypatch)
     assert agent(sandbox, leaves).exit_code == 0
     report = sandbox.copy_out(WORKSPACE, tmp_path / "out", **CAPS)
     assert asked == [WORKSPACE]
