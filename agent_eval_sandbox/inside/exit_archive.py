@@ -18,7 +18,7 @@ framed, so nothing the agent prints can pass for an archive:
     kind (1 byte) | payload length (4 bytes, big-endian) | payload
 
     o  the agent's stdout
-    A  an archive begins: JSON {"path": P, "found": bool, "dir": bool}
+    A  an archive begins: JSON {"path": P, "found": bool}
     a  the archive's bytes (tar, as Docker's archive of P would be laid out)
     Z  it ends: JSON {"ok": true} or {"ok": false, "error": "..."}
 
@@ -215,27 +215,26 @@ class _TreeArchive:
     sockets and devices are left out (as Docker's archive does)."""
 
     def __init__(self, tar: tarfile.TarFile, max_files: int) -> None:
+        import tarfile  # here, not at the top: a launcher that collects nothing never needs it
+
+        self._tarfile = tarfile
         self._tar = tar
         self._left = max_files
         self._inodes: dict[tuple[int, int], str] = {}
 
     def _info(self, name: str, st: os.stat_result) -> tarfile.TarInfo:
-        import tarfile
-
         self._left -= 1
         if self._left < 0:
             raise _TooMuch("the archive has more entries than the copy-out cap")
-        info = tarfile.TarInfo(name)
+        info = self._tarfile.TarInfo(name)
         info.mode, info.uid, info.gid, info.mtime = stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime
         return info
 
     def directory(self, dir_fd: int, name: str, depth: int = 0) -> None:
-        import tarfile
-
         if depth > MAX_DEPTH:
             raise _TooMuch(f"the tree is deeper than {MAX_DEPTH} levels")
         info = self._info(name, os.fstat(dir_fd))
-        info.type = tarfile.DIRTYPE
+        info.type = self._tarfile.DIRTYPE
         self._tar.addfile(info)
         with os.scandir(dir_fd) as listing:
             names = [entry.name for entry in listing]
@@ -243,8 +242,6 @@ class _TreeArchive:
             self.entry(dir_fd, child, f"{name}/{child}", depth)
 
     def entry(self, dir_fd: int, child: str, name: str, depth: int) -> None:
-        import tarfile
-
         st = lstat_at(dir_fd, child)
         if stat.S_ISDIR(st.st_mode):
             fd = _open_as(dir_fd, child, st, os.O_DIRECTORY)
@@ -257,13 +254,13 @@ class _TreeArchive:
             return
         info = self._info(name, st)
         if stat.S_ISLNK(st.st_mode):
-            info.type, info.linkname = tarfile.SYMTYPE, os.readlink(child, dir_fd=dir_fd)
+            info.type, info.linkname = self._tarfile.SYMTYPE, os.readlink(child, dir_fd=dir_fd)
             self._tar.addfile(info)
         elif stat.S_ISFIFO(st.st_mode):
-            info.type = tarfile.FIFOTYPE
+            info.type = self._tarfile.FIFOTYPE
             self._tar.addfile(info)
         elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in self._inodes:
-            info.type, info.linkname = tarfile.LNKTYPE, self._inodes[(st.st_dev, st.st_ino)]
+            info.type, info.linkname = self._tarfile.LNKTYPE, self._inodes[(st.st_dev, st.st_ino)]
             self._tar.addfile(info)
         else:
             if st.st_nlink > 1:
@@ -291,15 +288,15 @@ def archive_one(path: str, out: FramedOutput, max_bytes: int, max_files: int) ->
         st = lstat_at(dir_fd, parts[-1])
     except FileNotFoundError:
         os.close(dir_fd)
-        out.write(json_frame(BEGIN, {"path": path, "found": False, "dir": False}))
+        out.write(json_frame(BEGIN, {"path": path, "found": False}))
         out.write(json_frame(END, {"ok": True}))
         return
     except OSError as exc:
         os.close(dir_fd)
-        out.write(json_frame(BEGIN, {"path": path, "found": True, "dir": False}))
+        out.write(json_frame(BEGIN, {"path": path, "found": True}))
         out.write(json_frame(END, {"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
         return
-    out.write(json_frame(BEGIN, {"path": path, "found": True, "dir": stat.S_ISDIR(st.st_mode)}))
+    out.write(json_frame(BEGIN, {"path": path, "found": True}))
     body = _DataFrames(out, max_bytes)
     try:
         if not stat.S_ISDIR(st.st_mode):
@@ -334,11 +331,13 @@ class FrameError(ValueError):
 
 @dataclass
 class ExitArchive:
-    """One path as the launcher archived it: its tar in `file` (None when the path was missing)."""
+    """One directory as the launcher archived it: its tar in `file` (None when the path was missing).
+
+    The launcher archives only a directory (anything else ends not ok), laid out as Docker's archive
+    of it: its own name on top."""
 
     path: str
     found: bool
-    is_dir: bool
     file: IO[bytes] | None = None
 
     def close(self) -> None:
@@ -413,15 +412,15 @@ class FrameReader:
             self._end(_json(payload))
 
     def _begin(self, begin: dict[str, object]) -> None:
-        path, found, is_dir = begin.get("path"), begin.get("found"), begin.get("dir")
-        if self._current is not None or not isinstance(found, bool) or not isinstance(is_dir, bool):
+        path, found = begin.get("path"), begin.get("found")
+        if self._current is not None or not isinstance(found, bool):
             raise FrameError("an archive began inside another, or without saying what it holds")
         if path != self._paths[self._ended]:
             raise FrameError(f"an archive of {path!r}, not of the next path asked for")
         import tempfile  # the host's side only: the launcher does not pay for its import
 
         spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY_BYTES)  # noqa: SIM115 - ExitArchive.close
-        self._current = ExitArchive(path, found, is_dir, spool)
+        self._current = ExitArchive(path, found, spool)
         self._size = 0
 
     def _data(self, payload: bytes) -> None:

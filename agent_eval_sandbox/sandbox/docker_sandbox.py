@@ -237,7 +237,7 @@ class DockerSandbox(Sandbox):
         name: str,
         volumes: Sequence[str],
         lifeline: Lifeline | None = None,
-        exit_archives: bool = False,
+        under_runc: bool = False,
     ) -> None:
         self._api = client.api
         self._spec = spec
@@ -259,10 +259,12 @@ class DockerSandbox(Sandbox):
         # What the next exec's launcher is to archive as its agent exits (`expect_copy_out`), and
         # what it did archive, for the copy_outs that follow before anything else touches the files.
         self._expected: exit_archive.Collect | None = None
-        # Only under runc is the launcher's stdout its own: gVisor lets the sandbox user open the
-        # descriptors of its other processes through /proc whatever their dumpable flag (measured by
-        # tests/integration/attacks/test_attack_forged_events.py), so there the copy-out stays Docker's.
-        self._exit_archives_allowed = exit_archives
+        # Its runtime, or the daemon's default one, is runc. Only there is the launcher's stdout its
+        # own (gVisor lets the sandbox user open the descriptors of its other processes through /proc
+        # whatever their dumpable flag: tests/integration/attacks/test_attack_forged_events.py), so
+        # elsewhere the copy-out stays Docker's; and only there is the container's cgroup on the
+        # host the one the agent's processes count against.
+        self._under_runc = under_runc
         self._exit_archives: dict[str, exit_archive.ExitArchive] = {}
 
     @property
@@ -376,6 +378,7 @@ class DockerSandbox(Sandbox):
             pids_hit: bool | None = after.pids_refused > before.pids_refused
         else:
             oom, pids_hit = None, self._pids_exhausted()
+        self._require_alive_after(exit_code, deadline_hit=deadline_hit, counted=after is not None, oom=oom)
         reason, sig = classify_end(exit_code=exit_code, deadline_hit=deadline_hit, oom_kills=oom)
         return ExecResult(
             exit_code=exit_code,
@@ -446,6 +449,10 @@ class DockerSandbox(Sandbox):
         except SandboxError:
             if self._destroyed:
                 raise SandboxError(f"sandbox {self._name} was destroyed while a command ran") from None
+            # The daemon forgets a stopped container's commands: say why it stopped, if it did.
+            stopped = self._stopped()
+            if stopped is not None:
+                raise SandboxError(f"sandbox {self._name} stopped while a command ran ({stopped})") from None
             raise
 
     def _wait(self, exec_id: str, pump: _Pump, deadline: float | None) -> dict[str, Any] | None:
@@ -539,7 +546,7 @@ class DockerSandbox(Sandbox):
         inside (gVisor keeps its own); None when this host does not show it
         (another cgroup layout, a daemon elsewhere).
         """
-        if self._spec.hardening.runtime not in (None, "runc"):
+        if not self._under_runc:
             return None
         for memory, pids in host_cgroup_files(self._id):
             try:
@@ -548,6 +555,40 @@ class DockerSandbox(Sandbox):
                 continue
             return parse_probe(text)
         return None
+
+    def _require_alive_after(self, exit_code: int | None, *, deadline_hit: bool, counted: bool,
+                             oom: int | None) -> None:
+        """Raise if the sandbox itself is gone, and with it the command that just ended by itself.
+
+        Its exit code is then the runtime's, not the command's own: under gVisor a memory hog takes
+        the whole sandbox down and the command "exits" 128; a container killed from outside ends
+        its command with 137. Looked at when no counters could be read, or a signal no OOM kill
+        explains ended the command: the daemon learns of the container's end a moment after the
+        command's, so that case looks a few times (at most 0.35 s, on a path that is rare).
+        """
+        signaled = exit_code is not None and exit_code >= 128 and not oom
+        if deadline_hit or (counted and not signaled):
+            return
+        for pause in (0.0, 0.05, 0.1, 0.2) if signaled else (0.0,):
+            time.sleep(pause)
+            stopped = self._stopped()
+            if stopped is not None:
+                self._drop_exit_archives()
+                raise SandboxError(f"sandbox {self._name} stopped while a command ran ({stopped}); "
+                                   f"the command's exit code {exit_code} is not its own")
+
+    def _stopped(self) -> str | None:
+        """How the sandbox's container stopped, or None while it runs (or cannot be inspected)."""
+        try:
+            with docker_errors(f"inspecting sandbox {self._name}"):
+                state = self._api.inspect_container(self._id).get("State") or {}
+        except SandboxError:
+            return None
+        if state.get("Running", True):
+            return None
+        if state.get("OOMKilled"):
+            return "it ran out of memory: its memory limit killed it whole"
+        return f"its container ended with exit code {state.get('ExitCode')}"
 
     def _pids_exhausted(self) -> bool | None:
         """From the daemon's stats, for when no probe can start (a full pids table stops exec too)."""
@@ -620,7 +661,7 @@ class DockerSandbox(Sandbox):
     # ---- files archived as the agent exited (inside/exit_archive.py) -------------------------
 
     def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
-        if not self._exit_archives_allowed:
+        if not self._under_runc:
             return
         self._expected = exit_archive.Collect(list(paths), min(max_bytes, _EXIT_ARCHIVE_MAX_BYTES),
                                               min(max_files, _EXIT_ARCHIVE_MAX_FILES))
@@ -657,10 +698,9 @@ class DockerSandbox(Sandbox):
             try:
                 if taken.file is None:
                     return CopyOutReport(found=False)
-                # Laid out as Docker's archive of `src` is: a directory's own name on top.
-                strip = posixpath.basename(src.rstrip("/")) if taken.is_dir else None
-                return extract_tar(cast(BinaryIO, taken.file), dest_dir, strip_top=strip, max_bytes=max_bytes,
-                                   max_files=max_files)
+                # Laid out as Docker's archive of a directory is: its own name on top.
+                return extract_tar(cast(BinaryIO, taken.file), dest_dir, strip_top=posixpath.basename(src.rstrip("/")),
+                                   max_bytes=max_bytes, max_files=max_files)
             finally:
                 taken.close()
         self._put_deferred()

@@ -123,8 +123,11 @@ def test_an_oom_kill_cannot_be_hidden_by_forging_the_probe(probe_run: AttackRun)
     log = log_path.read_text() if log_path.exists() else "(no poller log)"
     if is_gvisor(probe_run.runtime):
         # gVisor: a memory hog takes the whole sandbox down (documented), poller and all: nothing to forge,
-        # and the case is the skill's error either way, never a pass of "no limits hit".
-        assert control["end_reason"] == "error" and entry["end_reason"] == "error", (control, entry)
+        # and the case is the skill's error either way, never a pass of "no limits hit". Found in CI:
+        # when the daemon still reported the command ended (exit 128) and only then the sandbox gone,
+        # the case was `exited` 128 with no limit hit; the error now says what happened.
+        for case in (control, entry):
+            assert case["end_reason"] == "error" and "ran out of memory" in (case["error"] or ""), case
         return
     assert "memory" in control["limits_hit"], json.dumps(control)
     # The promise: the attacked case reports the OOM kill just as the control did.

@@ -76,7 +76,7 @@ def summary(report: CopyOutReport) -> tuple[object, ...]:
 def test_the_copy_out_after_the_agent_is_the_launchers_and_the_same_as_dockers(make_on_standby, tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch):
     sandbox, asked = collecting(make_on_standby, "exit-archive", monkeypatch, paths=(WORKSPACE, TRANSCRIPTS))
-    forged = ea.json_frame(ea.BEGIN, {"path": WORKSPACE, "found": True, "dir": True}) + ea.frame(ea.DATA, b"x")
+    forged = ea.json_frame(ea.BEGIN, {"path": WORKSPACE, "found": True}) + ea.frame(ea.DATA, b"x")
     sandbox.copy_in_files({"forged.bin": forged}, WORKSPACE)
     # Output that looks like frames, and more than a pipe holds, is the agent's output as it is.
     ran = agent(sandbox, f"{LEAVES}; head -c 100000 /dev/zero; cat forged.bin")

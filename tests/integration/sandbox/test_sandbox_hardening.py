@@ -35,7 +35,7 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
     assert info["Config"]["NetworkDisabled"] is True and not info["NetworkSettings"]["Networks"]
     assert host["PidsLimit"] == 128
     assert host["Memory"] == host["MemorySwap"] == 256 * MiB
-    assert host["NanoCpus"] == 500_000_000
+    assert (host["CpuPeriod"], host["CpuQuota"], host["NanoCpus"]) == (500_000, 250_000, 0)
     assert host["Tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={4 * MiB},mode=1777"}
     # The main process is nobody's: the agent (1000) cannot signal the process that ties the
     # sandbox's life to its controller's. Every command runs as the sandbox user.
@@ -124,6 +124,35 @@ def test_writable_places_are_size_capped(make_sandbox, path, cap_mib):
     size = sandbox.exec(["stat", "-c", "%s", f"{path}/big"])
     assert int(size.stdout) <= cap_mib * MiB
     assert sandbox.exec(["true"]).ok  # full disk, working sandbox
+
+
+# Two busy processes for 2 s each; it prints the CPU time each got, then the wall time of both.
+CPU_HOG = """
+import os, time
+def burn():
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        pass
+started, cpu = time.monotonic(), time.process_time()
+if os.fork() == 0:
+    burn()
+    print(time.process_time(), flush=True)  # a child's CPU time starts at its fork
+    os._exit(0)
+burn()
+os.wait()
+print(time.process_time() - cpu, time.monotonic() - started, flush=True)
+"""
+
+
+def test_the_cpu_limit_holds_over_each_window(make_sandbox):
+    sandbox = make_sandbox("cpu", limits=SMALL)  # 0.5 CPU: 250 ms in each 500 ms window
+    hog = sandbox.exec(["python3", "-c", CPU_HOG])
+    assert hog.ok, hog.stderr
+    child, parent, wall = (float(word) for word in hog.stdout.decode().split())
+    # Unlimited, two busy processes on two or more cores get ~4 s. Limited, they get at most the
+    # quota of each window their wall time touched: 0.5 CPU of it, plus one window's 250 ms, plus
+    # the scheduler's slack (it hands out quota in 5 ms slices per core).
+    assert 0.3 < child + parent <= 0.5 * wall + 0.25 + 0.1, (child, parent, wall)
 
 
 def test_the_image_is_what_the_design_says(backend, sandbox_image, make_sandbox):

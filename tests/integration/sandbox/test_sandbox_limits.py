@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Limits
+from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Limits, SandboxError
 
 pytestmark = pytest.mark.docker
 
@@ -90,3 +90,24 @@ def test_the_counters_read_on_the_host_are_the_ones_the_sandbox_sees(make_sandbo
     assert on_host is not None, "this host shows runc containers' cgroups under a known layout"
     assert on_host == inside and on_host.oom_kills == 1 and on_host.pids_refused >= 1, (on_host, inside)
     assert hog.end_reason is EndReason.OOM_KILLED and forks.pids_limit_hit is True
+
+
+def test_a_sandbox_stopped_under_its_command_is_an_error_not_the_commands_exit(make_sandbox, backend):
+    sandbox = make_sandbox("stopped")
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = sandbox.exec(["sleep", "60"], timeout=60)
+        except SandboxError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.0)
+    # What gVisor does to a sandbox whose memory runs out, done by hand: the whole container goes.
+    backend.client.api.kill(sandbox.container_id)
+    thread.join(timeout=60)
+    error = outcome.get("error")
+    assert isinstance(error, SandboxError), outcome  # not a command that "exited 137" by itself
+    assert "stopped while a command ran (its container ended with exit code 137)" in str(error), error

@@ -32,8 +32,8 @@ BIG = 10 * 1024 * 1024
 # ---- the frames, read back ---------------------------------------------------------------------
 
 
-def framed_archive(path: str, tar: bytes, *, ok: bool = True, found: bool = True, is_dir: bool = True) -> bytes:
-    return (ea.json_frame(ea.BEGIN, {"path": path, "found": found, "dir": is_dir})
+def framed_archive(path: str, tar: bytes, *, ok: bool = True, found: bool = True) -> bytes:
+    return (ea.json_frame(ea.BEGIN, {"path": path, "found": found})
             + ea.frame(ea.DATA, tar) + ea.json_frame(ea.END, {"ok": ok} if ok else {"ok": False, "error": "x"}))
 
 
@@ -50,13 +50,13 @@ def read_all(stream: bytes, paths: list[str], *, pieces: int = 1,
 
 def test_output_and_archives_read_back_however_the_stream_is_cut():
     stream = (ea.frame(ea.AGENT_OUTPUT, b'{"type":"result"}\n') + framed_archive("/workspace", b"tar-bytes")
-              + framed_archive("/gone", b"", found=False, is_dir=False))
+              + framed_archive("/gone", b"", found=False))
     for pieces in (1, 3, len(stream)):  # whole, in thirds, a byte at a time
         output, archives, broken = read_all(stream, ["/workspace", "/gone"], pieces=pieces)
         assert (output, broken) == (b'{"type":"result"}\n', None)
         assert set(archives) == {"/workspace", "/gone"}
         workspace = archives["/workspace"]
-        assert workspace.found and workspace.is_dir and workspace.file is not None
+        assert workspace.found and workspace.file is not None
         assert workspace.file.read() == b"tar-bytes"
         assert not archives["/gone"].found and archives["/gone"].file is None
 
@@ -71,7 +71,7 @@ def test_an_archive_that_did_not_end_ok_or_grew_past_the_cap_does_not_count():
     (b"Q\x00\x00\x00\x01x", "unknown frame kind"),
     (ea.frame(ea.DATA, b"x"), "outside an archive"),
     (ea.json_frame(ea.END, {"ok": True}), "never began"),
-    (ea.json_frame(ea.BEGIN, {"path": "/other", "found": True, "dir": True}) * 2, "inside another"),
+    (ea.json_frame(ea.BEGIN, {"path": "/other", "found": True}) * 2, "inside another"),
     (ea.frame(ea.BEGIN, b"not json"), "not JSON"),
     # Found by the red team (gVisor, where the agent could write into the stream): a frame that
     # claimed 4 GiB was held whole in the controller's memory while it came.
@@ -158,7 +158,7 @@ def test_the_launcher_relays_the_agents_output_and_then_archives_what_it_left(ga
 
     out = tmp_path / "out"
     workspace = archives[str(work)]
-    assert workspace.is_dir and workspace.file is not None
+    assert workspace.found and workspace.file is not None
     report = extract_tar(workspace.file, out, strip_top="work", max_bytes=BIG, max_files=1000)  # type: ignore[arg-type]
     assert tree(out) == {"forged.bin": (forged, 0o644), "sub": "dir", "sub/new.txt": (b"new\n", 0o600)}
     assert [(entry.path, entry.kind) for entry in report.skipped] == [("link", "symlink")]  # as from Docker's

@@ -11,6 +11,7 @@ from agent_eval_sandbox.sandbox import registry
 from agent_eval_sandbox.sandbox.base import BindMount, Hardening, Limits, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_backend import (
     DockerBackend,
+    cpu_quota_us,
     host_config_args,
     no_network,
     tmpfs_volume_options,
@@ -32,7 +33,8 @@ def test_defaults_are_hardened():
     assert no_network(spec())
     assert args["pids_limit"] == 512
     assert args["mem_limit"] == args["memswap_limit"] == 2 * 1024 * MiB
-    assert args["nano_cpus"] == 1_000_000_000
+    # One CPU's worth in every 500 ms window (Docker's --cpus would make it 100 ms windows).
+    assert (args["cpu_period"], args["cpu_quota"]) == (500_000, 500_000) and "nano_cpus" not in args
     assert args["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={256 * MiB},mode=1777"}
     assert {(m["Target"], m["Source"], m["Type"], m["VolumeOptions"]["NoCopy"]) for m in args["mounts"]} == {
         ("/workspace", "v-ws", "volume", True),
@@ -52,11 +54,15 @@ def test_overrides_and_bind_mounts():
     )
     assert args["cap_add"] == ["NET_BIND_SERVICE"] and args["security_opt"] is None
     assert args["runtime"] == "runsc-nonet"
-    assert (args["nano_cpus"], args["pids_limit"], args["mem_limit"]) == (500_000_000, 64, 256 * MiB)
+    assert (args["cpu_quota"], args["pids_limit"], args["mem_limit"]) == (250_000, 64, 256 * MiB)
     assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in args["mounts"]] == [
         ("/run/gw", "/run/gateway", True),
         ("/data", "/data", False),
     ]
+
+
+def test_the_cpu_quota_is_a_share_of_each_window_and_never_below_dockers_minimum():
+    assert [cpu_quota_us(c) for c in (2, 1, 0.25, 0.001)] == [1_000_000, 500_000, 125_000, 1000]
 
 
 def test_tmpfs_volumes_are_capped_and_owned_by_the_sandbox_user():
