@@ -112,6 +112,11 @@ def ending(
             f"ERROR: the agent did not recognise '{summary.unknown_command}' (0 turns, no work performed): "
             "the skill is not discoverable — check its name, .claude/skills, or runner.plugin_dirs"
         )
+    if exit_code == 0 and not budget_stop and (summary.is_error or summary.result is None):
+        # The CLI exits 0 after an interrupt of its session (SIGINT in a tool call: found by the red
+        # team, the agent can send it) with an error result and no answer: never a clean run.
+        exit_code = 1
+        notes.append(f"ERROR: the CLI exited 0 but {_what_the_result_says(summary)}: its session did not complete")
     if exit_code == 0 and background_killed:
         exit_code = 1
         notes.append(
@@ -126,3 +131,12 @@ def ending(
         notes.append(f"ERROR: {replay_mismatch}")
     limits = limits_hit_of(result, refused=refused, cli_budget_stop=budget_stop)
     return Ending(reason, exit_code, limits, tuple(notes))
+
+
+def _what_the_result_says(summary: StreamSummary) -> str:
+    result = summary.result
+    if result is None:
+        return "wrote no result"
+    said = [f"{key} {result[key]}" for key in ("subtype", "terminal_reason") if isinstance(result.get(key), str)]
+    why = ", ".join(said)
+    return f"its result is an error ({why})" if why else "its result is an error"

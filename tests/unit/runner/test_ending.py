@@ -15,14 +15,34 @@ def _result(exit_code: int | None, reason: EndReason = EndReason.EXITED) -> Exec
                       pids_limit_hit=False, stdout=None, stderr=None)
 
 
-def _ending(result: ExecResult | None, *, error: str | None = None, hook_failed: bool = False):
-    return ending(result, StreamSummary(), refused=0, hook_failed=hook_failed, error=error, background_killed=False,
-                  timeout_s=30, budget_usd=1.0)
+SUCCESS = {"type": "result", "subtype": "success", "is_error": False, "result": "done", "num_turns": 2}
+
+
+def _ending(result: ExecResult | None, *, error: str | None = None, hook_failed: bool = False,
+            cli_result: dict[str, object] | None = SUCCESS):
+    return ending(result, StreamSummary(result=cli_result), refused=0, hook_failed=hook_failed, error=error,
+                  background_killed=False, timeout_s=30, budget_usd=1.0)
 
 
 def test_an_agent_that_exited_ends_exited():
     end = _ending(_result(0))
     assert (end.end_reason, end.exit_code, end.notes) == ("exited", 0, ())
+
+
+def test_a_cli_that_exits_0_on_an_interrupted_session_is_not_a_clean_exit():
+    """Found by the red team: SIGINT to the CLI (or its launcher) during a tool call, sent by the agent
+    itself, and the CLI exits 0 with an error result and no answer; the case passed as exited 0."""
+    aborted = {"type": "result", "subtype": "error_during_execution", "is_error": True,
+               "terminal_reason": "aborted_tools", "result": None}
+    end = _ending(_result(0), cli_result=aborted)
+    assert (end.end_reason, end.exit_code) == ("exited", 1)
+    assert end.notes == ("ERROR: the CLI exited 0 but its result is an error (subtype error_during_execution, "
+                         "terminal_reason aborted_tools): its session did not complete",)
+    silent = _ending(_result(0), cli_result=None)
+    assert silent.exit_code == 1 and silent.notes == (
+        "ERROR: the CLI exited 0 but wrote no result: its session did not complete",)
+    # A non-zero exit says so already, and keeps its code.
+    assert _ending(_result(2), cli_result=aborted).exit_code == 2
 
 
 def test_an_error_after_the_agent_exited_makes_the_case_an_error_and_keeps_its_exit_code():
