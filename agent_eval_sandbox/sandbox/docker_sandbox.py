@@ -84,6 +84,10 @@ _REAPER = (
     "raise SystemExit(1)\n"
 )
 _KILL_WAIT_S = 5.0
+# How long one of our own short commands in a sandbox (the counters' probe, the killer, the reaper)
+# may take before it counts as hung, and how much of its output is kept.
+_BRIEF_EXEC_S = 15.0
+_BRIEF_OUTPUT_BYTES = 64 * 1024
 # After the command exited, output its last writes may still be in flight.
 _LINGER_S = 0.3
 _MAX_POLL_S = 1.0
@@ -494,7 +498,7 @@ class DockerSandbox(Sandbox):
                     self._id, ["python3", "-c", _KILLER, f"{EXEC_MARKER}={marker}"],
                     user=user or self._spec.hardening.user,
                 )
-                self._api.exec_start(killer["Id"])
+                self._brief_output(killer["Id"], "the killer")
             end = time.monotonic() + _KILL_WAIT_S
             while time.monotonic() < end:
                 info = self._inspect(exec_id)
@@ -531,13 +535,30 @@ class DockerSandbox(Sandbox):
                     # As `nobody`, not the agent's user: a process the agent left behind cannot open the
                     # probe's stdout (/proc/<pid>/fd/1) to write counter lines of its own into it.
                     probe = self._api.exec_create(self._id, list(PROBE_CMD), user=MAIN_USER)
-                    output = self._api.exec_start(probe["Id"])
+                    output = self._brief_output(probe["Id"], "the counters' probe")
             except SandboxError:
+                if self._stopped() is not None:
+                    return None  # nothing to count in a sandbox that is gone
                 continue
             counters = parse_probe(output.decode(errors="replace"))
             if counters is not None:
                 return counters
         return None
+
+    def _brief_output(self, exec_id: str, what: str) -> bytes:
+        """Start one of our own short commands and return its output (stdout, then stderr).
+
+        Never waits for it for good: docker-py reads an exec's output without any timeout, and a
+        gVisor sandbox that dies as the command starts leaves that stream open (found by the red
+        team: the case never ended, past its deadline, and Ctrl-C waited for it too).
+        """
+        pump = _Pump(self._api.exec_start(exec_id, socket=True), None, None, _BRIEF_OUTPUT_BYTES)
+        pump.start()
+        ended = pump.done.wait(_BRIEF_EXEC_S)
+        pump.close()
+        if not ended:
+            raise SandboxError(f"{what} in sandbox {self._name} had not ended after {_BRIEF_EXEC_S:g}s")
+        return (pump.kept(1) or b"") + (pump.kept(2) or b"")
 
     def _host_counters(self) -> CgroupCounters | None:
         """The counters from the container's cgroup on this host: no exec on the case's critical path.
@@ -574,8 +595,8 @@ class DockerSandbox(Sandbox):
             stopped = self._stopped()
             if stopped is not None:
                 self._drop_exit_archives()
-                raise SandboxError(f"sandbox {self._name} stopped while a command ran ({stopped}); "
-                                   f"the command's exit code {exit_code} is not its own")
+                raise SandboxError(f"sandbox {self._name} stopped while a command ran or as it ended ({stopped}): "
+                                   f"neither the command's exit code ({exit_code}) nor its files can be trusted")
 
     def _stopped(self) -> str | None:
         """How the sandbox's container stopped, or None while it runs (or cannot be inspected)."""
@@ -755,7 +776,7 @@ class DockerSandbox(Sandbox):
                     with docker_errors("killing the processes of a resumed sandbox"):
                         reaper = self._api.exec_create(self._id, ["python3", "-c", _REAPER],
                                                        user=self._spec.hardening.user)
-                        self._api.exec_start(reaper["Id"])
+                        self._brief_output(reaper["Id"], "the reaper")
                         if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:
                             self._frozen.clear()
                             return True

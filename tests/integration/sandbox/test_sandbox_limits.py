@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from agent_eval_sandbox.sandbox import docker_sandbox
 from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Limits, SandboxError
 
 pytestmark = pytest.mark.docker
@@ -110,4 +111,16 @@ def test_a_sandbox_stopped_under_its_command_is_an_error_not_the_commands_exit(m
     thread.join(timeout=60)
     error = outcome.get("error")
     assert isinstance(error, SandboxError), outcome  # not a command that "exited 137" by itself
-    assert "stopped while a command ran (its container ended with exit code 137)" in str(error), error
+    assert "stopped while a command ran or as it ended (its container ended with exit code 137)" in str(error), error
+
+
+def test_the_hosts_own_short_commands_never_wait_for_good(make_sandbox, backend, monkeypatch):
+    """docker-py reads an exec's output with no timeout; under gVisor a sandbox dying as the host's
+    counters' probe started left that read waiting for good (red team): the case never ended."""
+    monkeypatch.setattr(docker_sandbox, "_BRIEF_EXEC_S", 1.0)
+    sandbox = make_sandbox("brief")
+    stuck = backend.client.api.exec_create(sandbox.container_id, ["sleep", "30"])["Id"]
+    started = time.monotonic()
+    with pytest.raises(SandboxError, match="had not ended after 1s"):
+        sandbox._brief_output(stuck, "a stuck command")
+    assert time.monotonic() - started < 8
