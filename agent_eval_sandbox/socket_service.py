@@ -16,13 +16,32 @@ import selectors
 import socket
 import socketserver
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Self
 
+from agent_eval_sandbox.cpu_share import CpuShare
 from agent_eval_sandbox.errors import UserError
 
 JOIN_TIMEOUT_S = 5.0
+# How often a request held back by its case's CPU share looks again (and whether the service closed).
+_SHARE_POLL_S = 0.25
+
+
+class Charge:
+    """The CPU a request's handling spent on what its case does not pay for (a trusted handler's work)."""
+
+    def __init__(self) -> None:
+        self.exempt_s = 0.0
+
+    @contextlib.contextmanager
+    def exempt(self) -> Iterator[None]:
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            self.exempt_s += time.thread_time() - started
 
 
 def _serve_until_woken(server: socketserver.TCPServer, wake: socket.socket) -> None:
@@ -62,6 +81,8 @@ class SocketService(ABC):
     close_grace_s: float = 5.0
 
     def __init__(self) -> None:
+        # What a case's requests may take of the controller's CPU (`cpu_share.py`); None: no limit.
+        self.cpu_share: CpuShare | None = None
         self._activity = threading.Condition()
         self._in_flight = 0
         self._closed = False
@@ -177,6 +198,28 @@ class SocketService(ABC):
             with self._activity:
                 self._in_flight -= 1
                 self._activity.notify_all()
+
+    @contextlib.contextmanager
+    def charged(self) -> Iterator[Charge]:
+        """Wait until the service's CPU share allows a request, then charge it the CPU this thread
+        spends in the block, but for what the block says is exempt (`Charge.exempt`)."""
+        share = self.cpu_share
+        charge = Charge()
+        if share is None:
+            yield charge
+            return
+        waited = 0.0
+        while (wait := share.wait_s()) > 0 and not self.closed:
+            pause = min(wait, _SHARE_POLL_S)
+            time.sleep(pause)
+            waited += pause
+        if waited:
+            share.waited(waited)
+        started = time.thread_time()
+        try:
+            yield charge
+        finally:
+            share.charge(time.thread_time() - started - charge.exempt_s)
 
     @property
     def in_flight(self) -> int:

@@ -32,6 +32,7 @@ from typing import Any, Self
 
 import httpx
 
+from agent_eval_sandbox.cpu_share import CpuShare
 from agent_eval_sandbox.gateway.api_errors import error_body
 from agent_eval_sandbox.gateway.budget import BYTES_PER_TOKEN, Admission, limited_body
 from agent_eval_sandbox.gateway.cassette import NO_TAPE, CassetteRecorder, Tape
@@ -199,7 +200,8 @@ class _GatewayHandler(MessagesApiHandler):
         channel = self.server.service
         exchange = _Exchange(self.command, self.path, redact_headers(self.headers.items()))
         self.response_status = None
-        with channel.request_in_flight():
+        # Parsing, checking and logging a request is the controller's CPU: the case's share of it.
+        with channel.request_in_flight(), channel.charged():
             try:
                 self._handle(channel, exchange)
             except (ConnectionError, TimeoutError) as exc:
@@ -474,6 +476,7 @@ class Channel(UnixSocketService):
     ) -> None:
         super().__init__(socket_path, max_connections=max_connections)
         self.what = f"the model gateway of case {case_id}"
+        self.cpu_share = CpuShare()
         self.ledger = Ledger(budget_usd)
         self.case_id = case_id
         self.log_path = log_path

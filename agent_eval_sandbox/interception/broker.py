@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent_eval_sandbox.cpu_share import CpuShare
 from agent_eval_sandbox.interception.decision import (
     Answerer,
     AnswerRequest,
@@ -58,6 +59,7 @@ from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     ToolHandlers,
 )
+from agent_eval_sandbox.socket_service import Charge
 from agent_eval_sandbox.unix_socket import LOGGED_REFUSED_CONNECTIONS, CappedUnixServer, UnixSocketService
 
 log = logging.getLogger(__name__)
@@ -182,7 +184,9 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         broker = self.server.service
         started = time.monotonic()
-        with broker.request_in_flight():
+        # Reading, parsing and logging a request is the controller's CPU: the case's share of it
+        # (the eval's own handlers, which decide, are not the case's doing).
+        with broker.request_in_flight(), broker.charged() as charge:
             try:
                 raw = read_request(self.request, broker.limits)
             except RequestError as exc:
@@ -190,7 +194,7 @@ class _Handler(socketserver.BaseRequestHandler):
             except OSError as exc:
                 reply = broker.refuse(f"the request could not be read: {exc}", b"", started)
             else:
-                reply = broker.respond(raw, started)
+                reply = broker.respond(raw, started, charge)
             self._send(reply)
 
     def _send(self, reply: Mapping[str, Any]) -> None:
@@ -244,6 +248,7 @@ class Broker(UnixSocketService):
         self.limits = limits or BrokerLimits()
         super().__init__(Path(socket_path), max_connections=self.limits.max_connections)
         self.what = f"the hook broker of case {case_id}"
+        self.cpu_share = CpuShare()
         self.case_id = case_id
         self.handlers = handlers
         self.case = case
@@ -313,7 +318,7 @@ class Broker(UnixSocketService):
         self._write(refusal_record(self.case_id, reason, raw, at=_now(), duration_ms=_elapsed_ms(started)))
         return response(deny(reason))
 
-    def respond(self, raw: bytes, started: float) -> dict[str, Any]:
+    def respond(self, raw: bytes, started: float, charge: Charge | None = None) -> dict[str, Any]:
         at = _now()
         try:
             event = ToolEvent.from_payload(json.loads(raw))
@@ -321,7 +326,8 @@ class Broker(UnixSocketService):
             detail = str(exc) if isinstance(exc, MalformedEvent) else f"the hook input is not JSON ({exc})"
             return self.refuse(detail, raw, started)
         try:
-            decision, fresh = self._decide(event)
+            with charge.exempt() if charge is not None else contextlib.nullcontext():
+                decision, fresh = self._decide(event)
         except Exception as exc:  # a bug of ours must deny, never allow
             log.exception("hook broker: case %s: deciding %s failed", self.case_id, event.tool_name)
             decision, fresh = deny(f"hook broker error: {type(exc).__name__}: {exc}"), True

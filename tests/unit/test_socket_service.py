@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_eval_sandbox.cpu_share import CpuShare
 from agent_eval_sandbox.errors import UserError
 from agent_eval_sandbox.gateway import Credentials, ScriptedModelServer, parse_script
 from agent_eval_sandbox.gateway.gateway import Channel
@@ -181,3 +182,33 @@ def test_a_broker_socket_path_over_the_unix_limit_is_a_user_error(tmp_path):
     # (the gateway's: test_gateway_edges.py)
     with pytest.raises(UserError, match="the hook broker of case c1: the socket path is .* over the 107-byte limit"):
         _broker(tmp_path / ("x" * 120) / "s.sock").start()
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_request_is_charged_its_cpu_but_what_it_exempts_and_waits_once_in_debt(sock_dir):
+    service = _HeldService(sock_dir / "s.sock")
+    share = service.cpu_share = CpuShare(rate=1.0, burst_s=0.05)
+    with service.charged() as charge:
+        _burn(0.05)
+        with charge.exempt():
+            _burn(0.2)  # the eval's own handler: not the case's doing
+    assert 0.04 < share.charged_s < 0.15, share.charged_s
+    with service.charged():
+        _burn(0.1)  # overdraws
+    started = time.monotonic()
+    with service.charged():
+        pass
+    assert time.monotonic() - started > 0.03 and share.waited_s > 0
+
+
+def test_the_gateway_and_the_broker_of_a_case_each_have_a_share(sock_dir):
+    channel = Channel("c", sock_dir / "g.sock", 1.0, sock_dir / "log.jsonl", upstream_url="http://127.0.0.1:9",
+                      credentials=Credentials(api_key="k"), client=None)  # type: ignore[arg-type]
+    broker = Broker("c", sock_dir / "b.sock", parse_handlers({"handlers": []}, "h.yaml"), CaseContext(()), {},
+                    sock_dir / "d.jsonl", answerer=None)
+    assert isinstance(channel.cpu_share, CpuShare) and isinstance(broker.cpu_share, CpuShare)

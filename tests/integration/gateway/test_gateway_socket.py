@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -14,6 +15,7 @@ import httpx
 import httpx2
 import pytest
 
+from agent_eval_sandbox.cpu_share import CpuShare
 from agent_eval_sandbox.gateway import (
     Credentials,
     ModelGateway,
@@ -366,3 +368,27 @@ def test_a_case_cannot_hold_more_than_a_few_requests_in_flight(tmp_path):
     assert statuses.count(200) <= 9 and len(statuses) == 14
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert sum(entry["outcome"] == "too_many_requests" for entry in log) == statuses.count(429)
+
+
+def test_a_case_sending_costly_requests_gets_only_its_share_of_the_controllers_cpu(tmp_path):
+    """Found by a red team: requests of tens of MB of tiny JSON objects (refused, but parsed first)
+    had the controller spend a core on one case, outside its sandbox's CPU limit; its neighbours
+    ran 2.3-3.4 times slower, one past its deadline. The case's requests now wait for its share."""
+    costly = (b'{"model":"claude-sonnet-4-5","max_tokens":1,"messages":[{"role":"user","content":"hi"}],'
+              b'"metadata":{"x":[' + b",".join([b'{"a":0}'] * 300_000) + b"]}}")
+    with ScriptedModelServer(parse_script([{"text": "ok"}])) as upstream, \
+            ModelGateway(upstream.url, Credentials(api_key=SECRET)) as gateway:
+        channel = gateway.open_channel("c", tmp_path / "s" / "g.sock", 10.0, tmp_path / "log.jsonl")
+        share = channel.cpu_share = CpuShare(rate=0.25, burst_s=0.2)
+        started = time.monotonic()
+        with uds_client(channel.socket_path) as client:
+            statuses = [client.post("/v1/messages", content=costly, headers={"content-type": "application/json"},
+                                    timeout=60).status_code for _ in range(8)]
+        wall = time.monotonic() - started
+        channel.close()
+    assert len(statuses) == 8 and set(statuses) <= {200, 402}, statuses  # each answered (then the budget refused)
+    each = share.charged_s / 8
+    assert each > 0.05, each  # costly indeed: else this proves nothing
+    # Its share: the burst, the rate over the time it took, and the one request that may overdraw.
+    assert share.charged_s <= share.burst_s + share.rate * wall + 2 * each, (share.charged_s, wall)
+    assert share.waited_s > 0

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_eval_sandbox.cpu_share import CpuShare
 from agent_eval_sandbox.gateway import Channel, Credentials, ModelGateway, ScriptedModelServer
 from agent_eval_sandbox.interception.answerer import AnthropicAnswerer, MeteredAnswerer
 from agent_eval_sandbox.interception.broker import PROTOCOL_LINE, BrokerLimits
@@ -539,3 +540,19 @@ def test_forged_events_print_a_bounded_number_of_warnings(start_broker):
         run_client(harness.socket, pre_tool_use("AskUserQuestion", {"questions": [question]}, f"toolu_w{n}"))
     assert len(harness.warnings) == 21 and "more than 20 hook warnings" in harness.warnings[-1]
     assert len(harness.records()) == 30
+
+
+def test_a_case_sending_costly_hook_requests_gets_only_its_share_of_the_controllers_cpu(start_broker):
+    """As with the gateway (a red team's flood there): what the host spends reading, parsing and
+    logging a case's hook requests is the case's share of the controller's CPU."""
+    harness = start_broker(handlers_of(JIRA))
+    share = harness.broker.cpu_share = CpuShare(rate=0.25, burst_s=0.2)
+    costly = PROTOCOL_LINE + json.dumps(pre_tool_use("Bash", {"command": "ls", "x": [{"a": 0}] * 250_000})).encode()
+    started = time.monotonic()
+    replies = [raw_request(harness.socket, costly) for _ in range(6)]
+    wall = time.monotonic() - started
+    assert all("decision" in reply for reply in replies), replies
+    each = share.charged_s / 6
+    assert each > 0.05, each
+    assert share.charged_s <= share.burst_s + share.rate * wall + 2 * each, (share.charged_s, wall)
+    assert share.waited_s > 0
