@@ -29,21 +29,6 @@ JOIN_TIMEOUT_S = 5.0
 _SHARE_POLL_S = 0.25
 
 
-class Charge:
-    """The CPU a request's handling spent on what its case does not pay for (a trusted handler's work)."""
-
-    def __init__(self) -> None:
-        self.exempt_s = 0.0
-
-    @contextlib.contextmanager
-    def exempt(self) -> Iterator[None]:
-        started = time.thread_time()
-        try:
-            yield
-        finally:
-            self.exempt_s += time.thread_time() - started
-
-
 def _serve_until_woken(server: socketserver.TCPServer, wake: socket.socket) -> None:
     """`serve_forever`, but stopped the moment `wake` becomes readable, not at the next poll.
 
@@ -83,6 +68,7 @@ class SocketService(ABC):
     def __init__(self) -> None:
         # What a case's requests may take of the controller's CPU (`cpu_share.py`); None: no limit.
         self.cpu_share: CpuShare | None = None
+        self._charging = threading.Lock()
         self._activity = threading.Condition()
         self._in_flight = 0
         self._closed = False
@@ -200,26 +186,30 @@ class SocketService(ABC):
                 self._activity.notify_all()
 
     @contextlib.contextmanager
-    def charged(self) -> Iterator[Charge]:
-        """Wait until the service's CPU share allows a request, then charge it the CPU this thread
-        spends in the block, but for what the block says is exempt (`Charge.exempt`)."""
+    def charged(self) -> Iterator[None]:
+        """Read and parse what a case sent inside this block: one of its requests at a time, once its
+        CPU share allows it (`cpu_share.py`), the CPU this thread spends in it charged to the share.
+
+        One at a time, or requests arriving together would all find the share in credit and
+        overdraw it together. Only reading and parsing go here: never waiting on the model or on
+        the eval's own handlers, which would hold the case's other requests behind it."""
         share = self.cpu_share
-        charge = Charge()
         if share is None:
-            yield charge
+            yield
             return
-        waited = 0.0
-        while (wait := share.wait_s()) > 0 and not self.closed:
-            pause = min(wait, _SHARE_POLL_S)
-            time.sleep(pause)
-            waited += pause
-        if waited:
-            share.waited(waited)
-        started = time.thread_time()
-        try:
-            yield charge
-        finally:
-            share.charge(time.thread_time() - started - charge.exempt_s)
+        with self._charging:
+            waited = 0.0
+            while (wait := share.wait_s()) > 0 and not self.closed:
+                pause = min(wait, _SHARE_POLL_S)
+                time.sleep(pause)
+                waited += pause
+            if waited:
+                share.waited(waited)
+            started = time.thread_time()
+            try:
+                yield
+            finally:
+                share.charge(time.thread_time() - started)
 
     @property
     def in_flight(self) -> int:

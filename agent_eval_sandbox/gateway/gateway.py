@@ -200,8 +200,7 @@ class _GatewayHandler(MessagesApiHandler):
         channel = self.server.service
         exchange = _Exchange(self.command, self.path, redact_headers(self.headers.items()))
         self.response_status = None
-        # Parsing, checking and logging a request is the controller's CPU: the case's share of it.
-        with channel.request_in_flight(), channel.charged():
+        with channel.request_in_flight():
             try:
                 self._handle(channel, exchange)
             except (ConnectionError, TimeoutError) as exc:
@@ -236,26 +235,30 @@ class _GatewayHandler(MessagesApiHandler):
                 channel.record_exchange(exchange)
 
     def _handle(self, channel: Channel, exchange: _Exchange) -> None:
-        if channel.closed:
-            # A keep-alive connection outliving its case: nothing more goes through.
-            self.close_connection = True
-            exchange.status, exchange.outcome = 503, "channel_closed"
-            self.send_api_error(503, "api_error", "model gateway: this case's channel is closed")
-            return
         if channel.in_flight > MAX_CONCURRENT_REQUESTS:
             self.close_connection = True
             exchange.status, exchange.outcome = 429, "too_many_requests"
             self.send_api_error(429, "rate_limit_error",
                                 f"model gateway: more than {MAX_CONCURRENT_REQUESTS} requests at once from this case")
             return
-        try:
-            raw = self.read_body()
-        except BodyError as exc:
-            self.close_connection = True
-            exchange.status, exchange.outcome, exchange.error = exc.status, "bad_request", exc.message
-            self.send_api_error(exc.status, "invalid_request_error", f"model gateway: {exc.message}")
-            return
         route = classify(self.command, self.path)
+        # Reading and parsing the body is the controller's CPU: the case's share of it.
+        with channel.charged():
+            try:
+                raw = self.read_body() if not channel.closed else None
+            except BodyError as exc:
+                self.close_connection = True
+                exchange.status, exchange.outcome, exchange.error = exc.status, "bad_request", exc.message
+                self.send_api_error(exc.status, "invalid_request_error", f"model gateway: {exc.message}")
+                return
+            parsed = _parsed(raw) if raw is not None and route in (Route.MESSAGES, Route.COUNT_TOKENS) else None
+        if raw is None:
+            # A keep-alive connection outliving its case (or closed while it waited for its share):
+            # nothing more goes through.
+            self.close_connection = True
+            exchange.status, exchange.outcome = 503, "channel_closed"
+            self.send_api_error(503, "api_error", "model gateway: this case's channel is closed")
+            return
         if route is Route.OTHER:
             exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
             exchange.status, exchange.outcome = 403, "forbidden"
@@ -269,17 +272,13 @@ class _GatewayHandler(MessagesApiHandler):
             exchange.status, exchange.outcome = 200, "local"
             self.send_json(200, {"status": "ok"})
         else:
-            self._model_request(channel, route, raw, exchange)
+            assert parsed is not None
+            self._model_request(channel, route, raw, parsed, exchange)
 
-    def _model_request(self, channel: Channel, route: Route, raw: bytes, exchange: _Exchange) -> None:
-        refusal: Refusal | None
-        try:
-            body: Any = strict_json(raw)
-        except DuplicateKeyError as exc:
-            body, refusal = None, Refusal(f"the request body names {exc.key!r} twice")
-            exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
-        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser
-            body, refusal = None, Refusal("the request body is not JSON in UTF-8")
+    def _model_request(self, channel: Channel, route: Route, raw: bytes, parsed: tuple[Any, Refusal | None],
+                       exchange: _Exchange) -> None:
+        body, refusal = parsed
+        if refusal is not None:
             exchange.request = parse_body(raw, limit=REFUSED_BODY_LOG_BYTES)
         else:
             exchange.request = body
@@ -417,6 +416,16 @@ class _GatewayHandler(MessagesApiHandler):
             502, "api_error", f"model gateway: the model API could not be reached ({type(exc).__name__})"
         )
         exchange.tape.respond(502, [("content-type", "application/json")], json.dumps(exchange.response).encode())
+
+
+def _parsed(raw: bytes) -> tuple[Any, Refusal | None]:
+    """A model request's body, or why it is refused as it stands."""
+    try:
+        return strict_json(raw), None
+    except DuplicateKeyError as exc:
+        return None, Refusal(f"the request body names {exc.key!r} twice")
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser
+        return None, Refusal("the request body is not JSON in UTF-8")
 
 
 def _as_refused(raw: bytes, parsed: Any) -> Any:

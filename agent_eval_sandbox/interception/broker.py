@@ -59,7 +59,6 @@ from agent_eval_sandbox.interception.handlers import (
     ASK_USER_QUESTION,
     ToolHandlers,
 )
-from agent_eval_sandbox.socket_service import Charge
 from agent_eval_sandbox.unix_socket import LOGGED_REFUSED_CONNECTIONS, CappedUnixServer, UnixSocketService
 
 log = logging.getLogger(__name__)
@@ -184,17 +183,19 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         broker = self.server.service
         started = time.monotonic()
-        # Reading, parsing and logging a request is the controller's CPU: the case's share of it
-        # (the eval's own handlers, which decide, are not the case's doing).
-        with broker.request_in_flight(), broker.charged() as charge:
+        with broker.request_in_flight():
             try:
-                raw = read_request(self.request, broker.limits)
+                # Reading and parsing a request is the controller's CPU: the case's share of it (the
+                # eval's own handlers, which decide after, are not the case's doing).
+                with broker.charged():
+                    raw = read_request(self.request, broker.limits)
+                    event = broker.event_of(raw)
             except RequestError as exc:
                 reply = broker.refuse(str(exc), b"", started)
             except OSError as exc:
                 reply = broker.refuse(f"the request could not be read: {exc}", b"", started)
             else:
-                reply = broker.respond(raw, started, charge)
+                reply = broker.respond(raw, started, event)
             self._send(reply)
 
     def _send(self, reply: Mapping[str, Any]) -> None:
@@ -318,16 +319,21 @@ class Broker(UnixSocketService):
         self._write(refusal_record(self.case_id, reason, raw, at=_now(), duration_ms=_elapsed_ms(started)))
         return response(deny(reason))
 
-    def respond(self, raw: bytes, started: float, charge: Charge | None = None) -> dict[str, Any]:
-        at = _now()
+    @staticmethod
+    def event_of(raw: bytes) -> ToolEvent | str:
+        """The hook's event, or why it is not one."""
         try:
-            event = ToolEvent.from_payload(json.loads(raw))
+            return ToolEvent.from_payload(json.loads(raw))
         except (ValueError, RecursionError) as exc:  # JSONDecodeError and MalformedEvent are ValueErrors
-            detail = str(exc) if isinstance(exc, MalformedEvent) else f"the hook input is not JSON ({exc})"
-            return self.refuse(detail, raw, started)
+            return str(exc) if isinstance(exc, MalformedEvent) else f"the hook input is not JSON ({exc})"
+
+    def respond(self, raw: bytes, started: float, event: ToolEvent | str | None = None) -> dict[str, Any]:
+        at = _now()
+        event = self.event_of(raw) if event is None else event
+        if isinstance(event, str):
+            return self.refuse(event, raw, started)
         try:
-            with charge.exempt() if charge is not None else contextlib.nullcontext():
-                decision, fresh = self._decide(event)
+            decision, fresh = self._decide(event)
         except Exception as exc:  # a bug of ours must deny, never allow
             log.exception("hook broker: case %s: deciding %s failed", self.case_id, event.tool_name)
             decision, fresh = deny(f"hook broker error: {type(exc).__name__}: {exc}"), True

@@ -190,20 +190,35 @@ def _burn(seconds: float) -> None:
         pass
 
 
-def test_a_request_is_charged_its_cpu_but_what_it_exempts_and_waits_once_in_debt(sock_dir):
+def test_a_cases_requests_are_charged_their_cpu_one_at_a_time_and_wait_once_in_debt(sock_dir):
     service = _HeldService(sock_dir / "s.sock")
     share = service.cpu_share = CpuShare(rate=1.0, burst_s=0.05)
-    with service.charged() as charge:
-        _burn(0.05)
-        with charge.exempt():
-            _burn(0.2)  # the eval's own handler: not the case's doing
-    assert 0.04 < share.charged_s < 0.15, share.charged_s
-    with service.charged():
-        _burn(0.1)  # overdraws
-    started = time.monotonic()
-    with service.charged():
-        pass
-    assert time.monotonic() - started > 0.03 and share.waited_s > 0
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with service.charged():
+            inside.set()
+            _burn(0.15)  # overdraws: it went in with the share in credit
+            release.wait(5)
+            order.append("first")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert inside.wait(5)
+    def then() -> None:
+        with service.charged():
+            order.append("second")
+
+    second = threading.Thread(target=then)
+    second.start()
+    time.sleep(0.1)
+    assert order == []  # held behind the first: arriving together, they cannot overdraw together
+    release.set()
+    thread.join(5)
+    second.join(5)
+    assert order == ["first", "second"]
+    assert 0.1 < share.charged_s < 0.3, share.charged_s
+    assert share.waited_s > 0.05  # the second waited for the first one's debt to be paid
 
 
 def test_the_gateway_and_the_broker_of_a_case_each_have_a_share(sock_dir):
