@@ -547,7 +547,7 @@ def test_a_case_sending_costly_hook_requests_gets_only_its_share_of_the_controll
     logging a case's hook requests is the case's share of the controller's CPU."""
     harness = start_broker(handlers_of(JIRA))
     share = harness.broker.cpu_share = CpuShare(rate=0.25, burst_s=0.2)
-    costly = PROTOCOL_LINE + json.dumps(pre_tool_use("Bash", {"command": "ls", "x": [{"a": 0}] * 250_000})).encode()
+    costly = PROTOCOL_LINE + json.dumps(pre_tool_use("Bash", {"command": "ls", "x": [{"a": 0}] * 600_000})).encode()
     started = time.monotonic()
     replies = [raw_request(harness.socket, costly) for _ in range(6)]
     wall = time.monotonic() - started
