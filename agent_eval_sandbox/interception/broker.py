@@ -327,9 +327,9 @@ class Broker(UnixSocketService):
         except (ValueError, RecursionError) as exc:  # JSONDecodeError and MalformedEvent are ValueErrors
             return str(exc) if isinstance(exc, MalformedEvent) else f"the hook input is not JSON ({exc})"
 
-    def respond(self, raw: bytes, started: float, event: ToolEvent | str | None = None) -> dict[str, Any]:
+    def respond(self, raw: bytes, started: float, event: ToolEvent | str) -> dict[str, Any]:
+        """The reply to `event` (`event_of(raw)`: a string says why it is not one)."""
         at = _now()
-        event = self.event_of(raw) if event is None else event
         if isinstance(event, str):
             return self.refuse(event, raw, started)
         try:

@@ -601,8 +601,7 @@ class DockerSandbox(Sandbox):
     def _stopped(self) -> str | None:
         """How the sandbox's container stopped, or None while it runs (or cannot be inspected)."""
         try:
-            with docker_errors(f"inspecting sandbox {self._name}"):
-                state = self._api.inspect_container(self._id).get("State") or {}
+            state = self._state()
         except SandboxError:
             return None
         if state.get("Running", True):
