@@ -38,12 +38,14 @@ import select
 import stat
 import struct
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
 
+# Not `typing.TYPE_CHECKING` and no dataclasses: the launcher starts in the sandbox, on its case's CPU
+# (`tests/unit/sandbox/test_inside_imports.py`).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import tarfile
+    from collections.abc import Callable, Iterator
+    from typing import IO
 
 HEADER = struct.Struct(">cI")
 AGENT_OUTPUT = b"o"
@@ -55,13 +57,19 @@ KINDS = frozenset({AGENT_OUTPUT, BEGIN, DATA, END})
 CHUNK_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
 class Collect:
     """What the go line asks the launcher to archive once its agent has exited, and its caps."""
 
-    paths: list[str]
-    max_bytes: int
-    max_files: int
+    __slots__ = ("paths", "max_bytes", "max_files")
+
+    def __init__(self, paths: list[str], max_bytes: int, max_files: int) -> None:
+        self.paths, self.max_bytes, self.max_files = paths, max_bytes, max_files
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Collect) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"Collect({self.paths!r}, {self.max_bytes}, {self.max_files})"
 
     def to_json(self) -> dict[str, object]:
         return {"paths": list(self.paths), "max_bytes": self.max_bytes, "max_files": self.max_files}
@@ -329,16 +337,16 @@ class FrameError(ValueError):
     """The framed stream is not what the launcher writes."""
 
 
-@dataclass
 class ExitArchive:
     """One directory as the launcher archived it: its tar in `file` (None when the path was missing).
 
     The launcher archives only a directory (anything else ends not ok), laid out as Docker's archive
     of it: its own name on top."""
 
-    path: str
-    found: bool
-    file: IO[bytes] | None = None
+    __slots__ = ("path", "found", "file")
+
+    def __init__(self, path: str, found: bool, file: IO[bytes] | None = None) -> None:
+        self.path, self.found, self.file = path, found, file
 
     def close(self) -> None:
         if self.file is not None:

@@ -26,7 +26,6 @@ twice before it ends the case.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import os
@@ -34,8 +33,8 @@ import socket
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # not typing's: the launcher that imports this starts on its case's CPU
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -141,6 +140,8 @@ def forward(listen: tuple[str, int], unix_path: str, ready_file: str | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse  # only when run on its own: the launcher that imports this module never needs it
+
     parser = argparse.ArgumentParser(description="Forward TCP connections to a unix socket.")
     parser.add_argument("--listen", required=True, help="HOST:PORT to listen on (port 0 picks one)")
     parser.add_argument("--unix", required=True, help="the unix socket to forward to")

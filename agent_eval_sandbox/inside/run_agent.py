@@ -35,7 +35,11 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import BinaryIO
+
+# Not typing's: the launcher starts in the sandbox, on its case's CPU (tests/unit/sandbox/test_inside_imports.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 # -I leaves this file's directory off sys.path; forwarder.py and standby.py live next to it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

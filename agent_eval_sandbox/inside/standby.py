@@ -34,12 +34,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, BinaryIO
 
+# Not `typing.TYPE_CHECKING` and no dataclasses: each launcher starts in the sandbox, on its case's CPU,
+# and those imports cost it ~9 ms (`tests/unit/sandbox/test_inside_imports.py`).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import tarfile
+    from collections.abc import Iterator
+    from typing import BinaryIO
 
 FLAG = "--standby"
 # The argv and environment of `claude -p` with its flags and plugin dirs; far more is not a go line.
@@ -50,21 +52,40 @@ class GoLineError(ValueError):
     """The line on the launcher's stdin is not a go line."""
 
 
-@dataclass(frozen=True)
 class Archive:
     """`size` bytes of tar on stdin after the go line, to unpack into `dest`."""
 
-    dest: str
-    size: int
+    __slots__ = ("dest", "size")
+
+    def __init__(self, dest: str, size: int) -> None:
+        self.dest, self.size = dest, size
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Archive) and (self.dest, self.size) == (other.dest, other.size)
+
+    def __repr__(self) -> str:
+        return f"Archive({self.dest!r}, {self.size})"
 
 
-@dataclass(frozen=True)
 class Go:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str | None
-    archives: list[Archive] = field(default_factory=list)
-    collect: dict[str, object] | None = None  # exit_archive.Collect's JSON, checked by the launcher
+    """The go line, read: the launcher's argv, environment and directory, the archives that follow."""
+
+    __slots__ = ("argv", "env", "cwd", "archives", "collect")
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None,
+                 archives: list[Archive] | None = None, collect: dict[str, object] | None = None) -> None:
+        self.argv, self.env, self.cwd = argv, env, cwd
+        self.archives = archives if archives is not None else []
+        self.collect = collect  # exit_archive.Collect's JSON, checked by the launcher
+
+    def _fields(self) -> tuple[object, ...]:
+        return self.argv, self.env, self.cwd, self.archives, self.collect
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Go) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return "Go({!r}, {!r}, {!r}, {!r}, {!r})".format(*self._fields())
 
 
 def encode(argv: list[str], env: dict[str, str], cwd: str | None, archives: list[Archive] | None = None,

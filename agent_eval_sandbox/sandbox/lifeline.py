@@ -26,7 +26,7 @@ MAIN_USER = "65534:65534"
 
 
 def main_command() -> list[str]:
-    return ["python3", "-I", paths.LIFELINE, paths.LIFELINE_SOCKET]
+    return ["python3", "-I", "-S", paths.LIFELINE, paths.LIFELINE_SOCKET]
 
 
 class Lifeline:

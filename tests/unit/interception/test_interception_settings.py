@@ -14,7 +14,7 @@ from agent_eval_sandbox.interception.settings import (
 
 GATE_HOOK = {
     "type": "command",
-    "command": "/usr/bin/python3-agent-eval -I /opt/agent-eval/hook_client.py",
+    "command": "/usr/bin/python3-agent-eval -I -S /opt/agent-eval/hook_client.py",
     "timeout": HOOK_TIMEOUT_S,
     "onFailure": "block",
 }
