@@ -21,8 +21,9 @@ def containers_of_run(run_id: str, *, running_only: bool = False) -> list[str]:
 
 
 def objects_of_run(run_id: str) -> list[str]:
-    """Containers (running or not) and volumes still labelled with the run id, as `container NAME` / `volume NAME`."""
+    """Containers (running or not) and volumes still labelled with the run id, as `container NAME` /
+    `volume NAME of CASE` (a sandbox's volumes are anonymous: their case is in their labels)."""
     api = docker.from_env().api
     volumes = api.volumes(filters=_label(run_id)).get("Volumes") or []
     return ([f"container {name}" for name in containers_of_run(run_id)]
-            + [f"volume {v['Name']}" for v in volumes])
+            + [f"volume {v['Name']} of {(v.get('Labels') or {}).get(L.CASE_ID)}" for v in volumes])

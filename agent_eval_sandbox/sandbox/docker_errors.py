@@ -51,4 +51,9 @@ def connect() -> docker.DockerClient:
     """A client for the daemon the environment points at (DOCKER_HOST, default socket)."""
     with docker_errors("connecting"):
         # Parallel cases each hold a hijacked exec connection besides their API calls.
-        return docker.from_env(timeout=300, max_pool_size=64)
+        client = docker.from_env(timeout=300, max_pool_size=64)
+    if client.api.base_url.startswith("http+docker://"):
+        # A local socket: no proxy or .netrc of the environment applies, and looking for them costs
+        # every API call ~0.15 ms of the controller's CPU (a case makes ~15).
+        client.api.trust_env = False
+    return client

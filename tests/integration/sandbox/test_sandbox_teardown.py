@@ -97,3 +97,18 @@ def test_objects_long_past_their_deadline_are_reaped_whoever_owns_them(backend, 
     assert all(r.reason.startswith("deadline passed") for r in removed)
     assert objects_of_run(run_id) == []
     stale.destroy()  # still idempotent after someone else removed it
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["running", "frozen"])
+def test_a_destroyed_sandbox_takes_its_volumes_with_it(make_sandbox, run_id, frozen):
+    """Its workspace and $HOME are volumes the daemon made with the container; under runc a frozen
+    (paused) one is removed without being resumed first."""
+    sandbox = make_sandbox("destroyed")
+    sandbox.exec(["sh", "-c", "echo kept > /workspace/f && echo kept > $HOME/f"])
+    if frozen:
+        sandbox.freeze()
+    assert sorted(item.split()[0] for item in objects_of_run(run_id)) == ["container", "volume", "volume"]
+    started = time.monotonic()
+    sandbox.destroy()
+    assert time.monotonic() - started < 5
+    assert objects_of_run(run_id) == []

@@ -25,7 +25,7 @@ def spec(**changes) -> SandboxSpec:
 
 
 def test_defaults_are_hardened():
-    args = host_config_args(spec(), {"/workspace": "v-ws", "/home/agent": "v-home"})
+    args = host_config_args(spec(), {"run": "r"})
     assert args["cap_drop"] == ["ALL"] and args["cap_add"] is None
     assert args["security_opt"] == ["no-new-privileges"]
     assert args["read_only"] is True and args["init"] is True
@@ -36,10 +36,16 @@ def test_defaults_are_hardened():
     # One CPU's worth in every 500 ms window (Docker's --cpus would make it 100 ms windows).
     assert (args["cpu_period"], args["cpu_quota"]) == (500_000, 500_000) and "nano_cpus" not in args
     assert args["tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={256 * MiB},mode=1777"}
-    assert {(m["Target"], m["Source"], m["Type"], m["VolumeOptions"]["NoCopy"]) for m in args["mounts"]} == {
-        ("/workspace", "v-ws", "volume", True),
-        ("/home/agent", "v-home", "volume", True),
+    # Anonymous tmpfs volumes, labelled as the sandbox: made with its container, removed with it.
+    assert {(m["Target"], m["Source"], m["Type"], m["VolumeOptions"]["NoCopy"],
+             m["VolumeOptions"]["Labels"]["run"], m["VolumeOptions"]["DriverConfig"]["Options"]["type"])
+            for m in args["mounts"]} == {
+        ("/workspace", None, "volume", True, "r", "tmpfs"),
+        ("/home/agent", None, "volume", True, "r", "tmpfs"),
     }
+    sizes = {m["Target"]: m["VolumeOptions"]["DriverConfig"]["Options"]["o"] for m in args["mounts"]}
+    assert sizes["/workspace"].startswith(f"size={1024 * MiB},uid=1000,gid=1000,")
+    assert sizes["/home/agent"].startswith(f"size={256 * MiB},uid=1000,gid=1000,")
     assert args["log_config"].type == "json-file" and args["log_config"].config["max-size"] == "1m"
 
 
@@ -55,7 +61,7 @@ def test_overrides_and_bind_mounts():
     assert args["cap_add"] == ["NET_BIND_SERVICE"] and args["security_opt"] is None
     assert args["runtime"] == "runsc-nonet"
     assert (args["cpu_quota"], args["pids_limit"], args["mem_limit"]) == (250_000, 64, 256 * MiB)
-    assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in args["mounts"]] == [
+    assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in args["mounts"] if m["Type"] == "bind"] == [
         ("/run/gw", "/run/gateway", True),
         ("/data", "/data", False),
     ]
