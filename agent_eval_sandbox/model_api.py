@@ -1,12 +1,15 @@
 """The host's own calls to Anthropic models (LLM judges, the AskUserQuestion
 answerer, `compile-handlers --llm`): how often to try, and which failures are
-worth another try. The agent's calls go through the gateway instead."""
+worth another try. The agent's calls go through the gateway instead.
+
+The anthropic SDK is imported where a call is made, never at a module's top:
+its import costs ~1.2 s of CPU, which every command would pay (`validate`, a
+run with no LLM judge) though most never call a model from the host
+(`tests/unit/test_cli_start.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import anthropic
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class RetryPolicy:
 
 def is_transient(exc: BaseException) -> bool:
     """Rate limits, timeouts, overload, server errors and broken connections."""
+    import anthropic  # here, not at the top: see model_api.py
     if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, anthropic.APIStatusError):

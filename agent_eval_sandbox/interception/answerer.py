@@ -19,9 +19,8 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anthropic
 from tenacity import (
     Retrying,
     retry_if_exception,
@@ -37,6 +36,9 @@ from agent_eval_sandbox.gateway.usage import Usage, usage_from_api
 from agent_eval_sandbox.interception.decision import AnswerRequest
 from agent_eval_sandbox.model_api import RetryPolicy, is_transient
 
+if TYPE_CHECKING:
+    import anthropic
+
 MAX_TOKENS = 256
 # The SDK has no sampling parameters any more; the reference asks for temperature 0.
 GREEDY = {"temperature": 0}
@@ -47,11 +49,13 @@ ANSWER_RETRY = RetryPolicy(attempts=3, initial_wait_s=0.5, max_wait_s=5.0)
 
 
 def rejects_temperature(exc: BaseException) -> bool:
+    import anthropic  # here, not at the top: see model_api.py
     return isinstance(exc, anthropic.BadRequestError) and "temperature" in str(exc).lower()
 
 
 def client_from_env(environ: Mapping[str, str], *, timeout_s: float) -> anthropic.Anthropic:
     """An SDK client for the host's endpoint and credentials (`ANTHROPIC_BASE_URL`, key or token)."""
+    import anthropic  # here, not at the top: see model_api.py
     return anthropic.Anthropic(
         base_url=environ.get("ANTHROPIC_BASE_URL") or None,
         api_key=environ.get("ANTHROPIC_API_KEY") or None,
@@ -92,6 +96,7 @@ def create_message(
     retry: RetryPolicy,
 ) -> Any:
     """messages.create with transient retries until `deadline` (monotonic seconds)."""
+    import anthropic  # here, not at the top: see model_api.py
     retrying = Retrying(
         stop=stop_after_attempt(retry.attempts) | stop_after_delay(max(deadline - time.monotonic(), 0.0)),
         wait=wait_exponential(multiplier=retry.initial_wait_s, max=retry.max_wait_s),
@@ -213,6 +218,7 @@ class MeteredAnswerer:
         self._meter = meter
 
     def __call__(self, request: AnswerRequest, timeout_s: float) -> str:
+        import anthropic  # here, not at the top: see model_api.py
         size = len(answer_prompt(request).encode()) + _REQUEST_OVERHEAD_BYTES
         worst = worst_case_usd(size, MAX_TOKENS, price_for(request.model).price)
         reservation = self._meter.reserve_usd(worst)

@@ -20,8 +20,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import anthropic
-
 from agent_eval_sandbox.interception.answerer import (
     ANSWER_RETRY,
     GREEDY,
@@ -125,6 +123,7 @@ def refine_handlers(
     retry: RetryPolicy | None = None,
 ) -> ToolHandlers:
     """Ask `handlers.hook_model` for each gating handler's checks; all or nothing."""
+    import anthropic  # here, not at the top: see model_api.py
     client = client_from_env(environ, timeout_s=REQUEST_TIMEOUT_S)
     if not (client.api_key or client.auth_token):
         raise HandlersError(

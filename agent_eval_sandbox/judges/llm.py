@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from agent_eval_sandbox.judges.results import Sample
 from agent_eval_sandbox.judges.verdict import Scale, read_verdict
 from agent_eval_sandbox.model_api import ModelEndpoint, RetryPolicy, is_transient
 
+if TYPE_CHECKING:
+    import anthropic
+
 MAX_TOKENS = 4096
 REQUEST_TIMEOUT_S = 300.0
 
 
 def _api_error_text(exc: anthropic.AnthropicError) -> str:
+    import anthropic  # here, not at the top: see model_api.py
     if isinstance(exc, anthropic.APIStatusError):
         body: Mapping[str, Any] = exc.body if isinstance(exc.body, Mapping) else {}
         error: Mapping[str, Any] = body["error"] if isinstance(body.get("error"), Mapping) else {}
@@ -45,6 +48,7 @@ class ModelJudge:
         self._lock = threading.Lock()
 
     def _get_client(self) -> anthropic.Anthropic:
+        import anthropic  # here, not at the top: see model_api.py
         with self._lock:
             if self._client is None:
                 endpoint = self._endpoint
@@ -64,6 +68,7 @@ class ModelJudge:
 
     def ask(self, prompt: str, *, system: str, tool: Mapping[str, Any], model: str) -> Any | str:
         """The judge model's reply (plain data) to `prompt`, forced to call `tool`; a str says why there is none."""
+        import anthropic  # here, not at the top: see model_api.py
         client = self._get_client()
         if not (client.api_key or client.auth_token):
             return "no credentials for the judge model: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
