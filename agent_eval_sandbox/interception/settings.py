@@ -49,6 +49,18 @@ MANAGED_SETTINGS_PATH = paths.MANAGED_SETTINGS
 HOOK_TIMEOUT_S = 120
 
 
+# The hook client answers for the host, but the CLI starts it (through `sh`) with its own environment,
+# to which every settings file's `env` adds, and a pipeline's next step starts a CLI that reads the
+# settings files an earlier step wrote. Variables that make the dynamic loader or a shell run code of
+# the agent's choosing in that `sh` and that interpreter are cleared by the managed settings, which
+# win over every other settings file key by key (red team round 8: `LD_PRELOAD` of a library in
+# $HOME made the hook client allow a call the host denied, unrecorded). `-I` covers `PYTHON*`.
+HOOK_ENV_CLEARED = (
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH",
+    "BASH_ENV", "ENV",
+)
+
+
 def hook_entry(matcher: str, command: str = HOOK_COMMAND) -> dict[str, Any]:
     return {
         "matcher": matcher,
@@ -79,8 +91,11 @@ def workspace_settings(workspace_env: Mapping[str, str], runner_settings: Mappin
 def managed_settings(config: EvalConfig, handlers: ToolHandlers | None) -> dict[str, Any]:
     """The read-only managed settings: the broker's gate hook on every tool, and the permission rules."""
     settings: dict[str, Any] = {}
-    if handlers is not None and handlers.handlers:
+    if handlers is not None and handlers.handlers:  # the AskUserQuestion hook's handlers among them
         settings["hooks"] = {"PreToolUse": [hook_entry("*")]}
+        # Cleared for every process of the CLI's, the agent's tools among them: a tool that needs one
+        # sets it in its own command.
+        settings["env"] = dict.fromkeys(HOOK_ENV_CLEARED, "")
     permissions = compile_permissions(config.permissions).settings_block()
     if permissions:
         settings["permissions"] = permissions

@@ -18,6 +18,10 @@ GATE_HOOK = {
     "timeout": HOOK_TIMEOUT_S,
     "onFailure": "block",
 }
+# Managed settings win over the settings files the agent can write: nothing of theirs may make the
+# dynamic loader or a shell run code of the agent's in the hook client's processes.
+CLEARED_ENV = {name: "" for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "GLIBC_TUNABLES",
+                                     "LOCPATH", "NLSPATH", "BASH_ENV", "ENV")}
 ASK = {"match": "questions", "patterns": ["AskUserQuestion"]}
 JIRA = {"match": "jira", "patterns": ["mcp__jira__*"]}
 
@@ -61,6 +65,7 @@ def test_managed_settings_gate_every_tool_and_carry_the_permissions():
     )
     assert built.managed_settings == {
         "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [GATE_HOOK]}]},
+        "env": CLEARED_ENV,
         "permissions": {"allow": ["Skill"], "deny": ["Read(eval/**)", "Edit(eval/**)"]},
     }
     assert built.intercepts
@@ -82,6 +87,7 @@ def test_a_question_handler_enables_the_tool_and_the_answering_hook():
     assert json.loads(built.cli_flags[3]) == {
         "hooks": {"PreToolUse": [{"matcher": "AskUserQuestion", "hooks": [GATE_HOOK]}]}
     }
+    assert built.managed_settings["env"] == CLEARED_ENV  # the answering hook's processes too
 
 
 def test_a_catch_all_handler_answers_questions_too():
