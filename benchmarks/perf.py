@@ -113,8 +113,50 @@ class RunMeasure:
                 - min(c["started_at"] for c in self.cases))
 
     @property
+    def span(self) -> tuple[float, float]:
+        return (min(c["started_at"] for c in self.cases), max(c["started_at"] + c["duration_s"] for c in self.cases))
+
+    @property
     def overheads(self) -> list[float]:
         return [c["duration_s"] - c["agent_duration_s"] for c in self.cases]
+
+
+class MachineCpu:
+    """The machine's busy CPU time (every core, `/proc/stat`), sampled every 20 ms in a thread of its own,
+    to read off any stretch of wall-clock time: what a stretch of work cost the whole machine, Docker's
+    daemons and every process of the sandboxes included."""
+
+    _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+    def __init__(self) -> None:
+        self._samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> MachineCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @staticmethod
+    def _busy_ticks() -> int:
+        with open("/proc/stat") as stat:
+            ticks = [int(t) for t in stat.readline().split()[1:9]]
+        return sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._samples.append((time.time(), self._busy_ticks()))
+            self._stop.wait(0.02)
+
+    def busy_s(self, start: float, end: float) -> float:
+        """CPU-seconds the machine was busy from `start` to `end` (epoch seconds, to a sample's 20 ms)."""
+        first = min(self._samples, key=lambda sample: abs(sample[0] - start))
+        last = min(self._samples, key=lambda sample: abs(sample[0] - end))
+        return (last[1] - first[1]) * self._TICK_S
 
 
 def run_eval(eval_yaml: Path, parallelism: int, runs_dir: Path, *, run_id: str | None = None,
@@ -231,6 +273,9 @@ class E2eRound:
     host_each: list[float] = field(default_factory=list)
     host_sequential_s: float = 0.0
     host_pairs_s: float = 0.0
+    # The machine's CPU a case cost over the span of the cases at parallelism 2, and over the host's pairs.
+    p2_cpu_per_case_s: float = 0.0
+    host_pairs_cpu_per_case_s: float = 0.0
 
 
 def e2e(args: argparse.Namespace) -> dict[str, Any]:
@@ -240,7 +285,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     claude = ensure_claude_binary().path
     print(f"image {image}; {load_line()}", flush=True)
     rounds: list[E2eRound] = []
-    with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp, MachineCpu() as machine:
         scratch = Path(tmp)
         eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls, args.model_delay, args.cpus)
         project = eval_yaml.parent
@@ -254,7 +299,10 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
             one.p1 = run_eval(eval_yaml, 1, scratch / "runs")
             one.host_sequential_s, one.host_each = host_sequential(cases, project, claude, scratch)
             one.p2 = run_eval(eval_yaml, 2, scratch / "runs")
+            one.p2_cpu_per_case_s = machine.busy_s(*one.p2.span) / len(one.p2.cases)
+            pairs_started = time.time()
             one.host_pairs_s = host_two_at_once(cases, project, claude, scratch)
+            one.host_pairs_cpu_per_case_s = machine.busy_s(pairs_started, time.time()) / len(cases)
             one.floor += [bare_docker_run(image) for _ in range(args.floor_runs)]
             rounds.append(one)
             print(f"round {index + 1}/{args.runs}: floor {ms(statistics.median(one.floor))}, "
@@ -285,6 +333,9 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     speedup = per_round(lambda r: p1(r).span_s / p2(r).span_s)
     ceiling = per_round(lambda r: r.host_sequential_s / r.host_pairs_s)
     parallel_ratio = per_round(lambda r: (p1(r).span_s / p2(r).span_s) / (r.host_sequential_s / r.host_pairs_s))
+    p2_cpu = per_round(lambda r: r.p2_cpu_per_case_s)
+    host_cpu = per_round(lambda r: r.host_pairs_cpu_per_case_s)
+    cpu_ratio = per_round(lambda r: r.p2_cpu_per_case_s / r.host_pairs_cpu_per_case_s)
     results = {
         "cases_per_run": args.cases, "runs": args.runs, "tool_calls": args.tool_calls,
         "model_delay_s": args.model_delay, "sandbox_cpus": args.cpus or 1,
@@ -293,6 +344,8 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
         "overhead_over_floor": overhead_ratio,
         "host_case_s": host_s, "case_over_host_case": vs_host, "run_over_host_sequence": run_vs_host,
         "speedup_p2": speedup, "host_speedup_two_at_once": ceiling, "speedup_over_ceiling": parallel_ratio,
+        "machine_cpu_per_case_p2_s": p2_cpu, "machine_cpu_per_case_host_pairs_s": host_cpu,
+        "machine_cpu_per_case_over_host": cpu_ratio,
     }
     print(f"\nmedians of {args.runs} rounds, {args.cases} cases a run, {args.tool_calls} tool call(s) a case, "
           f"the model answering in {args.model_delay:g}s, sandbox.cpus {args.cpus or 1:g}; {load_line()}")
@@ -305,6 +358,8 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     print(f"  speed-up parallelism 2 over 1 (span of the cases)   {speedup:.2f}x")
     print(f"  ceiling: host, two at once over one after the other {ceiling:.2f}x")
     print(f"  speed-up / ceiling                                  {parallel_ratio:.2f}   (target >= 0.9)")
+    print(f"  machine CPU a case at parallelism 2                 {ms(p2_cpu)}, host pairs {ms(host_cpu)}: "
+          f"{cpu_ratio:.2f}x   (what bounds the speed-up on a busy machine)")
     return results
 
 

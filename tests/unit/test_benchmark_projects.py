@@ -37,3 +37,19 @@ def test_the_trivial_eval_loads_with_each_option(perf: ModuleType, tmp_path: Pat
     script = load_script(tmp_path / "project" / "cases" / "c0002" / "model_script.yaml")
     assert [s.calls[0].tool if s.calls else None for s in script.steps] == ["Bash"] * tool_calls + [None]
     assert {s.delay_s for s in script.steps} == {delay}
+
+
+def test_the_machine_cpu_sampler_reads_a_busy_stretch(perf: ModuleType) -> None:
+    """What `e2e` reports as a case's machine CPU: a stretch this process keeps one core busy reads
+    as at least most of that stretch (the machine's other work can only add to it)."""
+    import time
+
+    with perf.MachineCpu() as machine:
+        time.sleep(0.1)
+        start = time.time()
+        while time.time() - start < 0.5:
+            pass
+        end = time.time()
+        time.sleep(0.1)
+    assert machine.busy_s(start, end) >= 0.3
+    assert machine.busy_s(start, start) == 0
