@@ -38,6 +38,7 @@ from agent_eval_sandbox.interception import compile_handlers
 from agent_eval_sandbox.runner.plan import Invocation
 
 if TYPE_CHECKING:
+    from agent_eval_sandbox.sandbox.base import RemovedObject
     from agent_eval_sandbox.sandbox.image_gc import ImageGcResult
 
 EXIT_USAGE = exit_codes.USAGE
@@ -683,6 +684,7 @@ def gc(remove_all: bool, images: bool, backend: str, namespace: str | None, as_j
         {"backend": backend, "namespace": namespace, "image": "unused"} if backend == "kubernetes" else
         {"backend": backend})
     removed = backend_for(sandbox).gc(all=remove_all)
+    removed += _sweep_host_dirs()
     image_gc = _gc_images() if images else None
     if image_gc is not None:
         removed += image_gc.removed
@@ -692,13 +694,27 @@ def gc(remove_all: bool, images: bool, backend: str, namespace: str | None, as_j
             "removed": listed, "freed_bytes": image_gc.freed_bytes, "images_in_use": image_gc.kept_in_use}, indent=2))
         return
     for item in removed:
-        owner = "" if item.kind == "image" else f" (run {item.run_id}, case {item.case_id})"
+        owner = "" if item.kind in ("image", "directory") else f" (run {item.run_id}, case {item.case_id})"
         click.echo(f"removed {item.kind} {item.name}{owner}: {item.reason}")
     click.echo(f"{len(removed)} object(s) removed")
     if image_gc is not None:
         for tag in image_gc.kept_in_use:
             click.echo(f"kept image {tag}: a container uses it")
         click.echo(f"{image_gc.freed_bytes / 2**20:.1f} MiB freed")
+
+
+def _sweep_host_dirs() -> list[RemovedObject]:
+    """The directories runs made for their sandboxes and left when killed (SIGKILL: no exit to clean up at), in
+    every place a run puts them by default or as configured here: the temp dir, the runs dir, the shared dir."""
+    import tempfile
+
+    from agent_eval_sandbox.sandbox.base import RemovedObject
+    from agent_eval_sandbox.sandbox.held_dirs import ABANDONED, sweep_abandoned
+
+    bases = [Path(tempfile.gettempdir()), _runs_base(None).absolute()]
+    if os.environ.get("AGENT_EVAL_SHARED_DIR"):
+        bases.append(Path(os.environ["AGENT_EVAL_SHARED_DIR"]).absolute())
+    return [RemovedObject("directory", str(path), None, None, ABANDONED) for path in sweep_abandoned(bases)]
 
 
 def _gc_images() -> ImageGcResult:

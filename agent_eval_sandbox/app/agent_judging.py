@@ -11,7 +11,6 @@ RUN_DIR` makes its own.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -90,8 +89,9 @@ def judge_agent_host(loaded: LoadedConfig, run: FinishedRun, lent: JudgeSandboxe
             stack.callback(models.close)
         gateway = models.gateway(ac.judge_gateway_policy(config, host_environ))
         stack.callback(gateway.close)
-        staging = host.temp_dir("aesj-")  # bind-mount sources: where the daemon sees them
-        stack.callback(shutil.rmtree, staging, True)
+        held_staging = host.temp_dir("aesj-")  # bind-mount sources: where the daemon sees them
+        stack.callback(held_staging.release)
+        staging = held_staging.path
         cancelled = threading.Event()  # set on Ctrl-C/SIGTERM before the removal: no sample starts after it
         stack.enter_context(run_scope(backend, run.run_id, cancelled))
         yield JudgeAgentHost(loaded=loaded, run_dir=run.dir, run_id=run.run_id, backend=backend, image_ref=image_ref,

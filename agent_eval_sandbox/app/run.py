@@ -60,6 +60,7 @@ from agent_eval_sandbox.runner.workspace import (
 )
 from agent_eval_sandbox.sandbox.base import SandboxBackend
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
+from agent_eval_sandbox.sandbox.held_dirs import ABANDONED, sweep_abandoned
 from agent_eval_sandbox.sandbox.host_paths import HostPaths
 from agent_eval_sandbox.sandbox.image import (
     ImageSettings,
@@ -155,7 +156,8 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     started = time.time()
     run_dir = _open_run_dir(request, image.ref, claude_version, started)
     gateway = models.gateway(ac.gateway_policy(config, settings, environ))
-    staging = host.temp_dir("aes-")
+    held_staging = host.temp_dir("aes-")
+    staging = held_staging.path
     hooks = HookRunner(
         RunInfo(run_id=request.run_id, run_dir=run_dir.root, project_root=loaded.root, config_path=loaded.path,
                 workspace_root=staging, model=settings.model or "", caller_env=environ),
@@ -197,7 +199,7 @@ def execute_run(request: RunRequest, *, err_console: Console, show_progress: boo
     finally:
         gateway.close()
         models.close()
-        shutil.rmtree(staging, ignore_errors=True)
+        held_staging.release()
     return RunOutcome(run_dir=run_dir, result=result, statuses=statuses, score=score,
                       interrupted_exit=scheduled.exit_code, comparison=comparison)
 
@@ -265,6 +267,8 @@ def _backend(request: RunRequest, err_console: Console,
     host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
+    for path in sweep_abandoned([host.base]):
+        err_console.print(f"removed abandoned directory {path} ({ABANDONED})", highlight=False)
     if sandbox.runtime:
         backend.check_runtime(sandbox.runtime)
     backend.prepare_run(request.run_id)

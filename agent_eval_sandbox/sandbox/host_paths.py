@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent_eval_sandbox.errors import UserError
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 
 
 class SharedDirError(UserError):
@@ -87,10 +88,10 @@ class HostPaths:
         found = daemon_path(PurePosixPath(path), self.mounts)
         return Path(found) if found is not None else path
 
-    def temp_dir(self, prefix: str) -> Path:
-        """A fresh private directory under `base` (the caller removes it)."""
+    def temp_dir(self, prefix: str) -> HeldDir:
+        """A fresh private directory under `base`, held until the caller releases it (see held_dirs)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.base))
+        return HeldDir(self.base, prefix)
 
 
 # The longest path the controller makes under a root: <prefix+8>/<slot>/run/<socket> or aes-ll-<8>/lifeline.sock,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import socket
 import tempfile
 import time
 from pathlib import Path
 
 from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 
 DIR_IN_SANDBOX = paths.LIFELINE_DIR
 SOCKET_NAME = paths.LIFELINE_SOCKET_NAME
@@ -33,7 +33,8 @@ class Lifeline:
     """A listener in a fresh directory; `close()` releases both (idempotent)."""
 
     def __init__(self, base_dir: Path | None = None) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="aes-ll-", dir=base_dir))
+        self._held = HeldDir(base_dir or Path(tempfile.gettempdir()), "aes-ll-")
+        self.dir = self._held.path
         self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.dir.chmod(0o755)  # the sandbox's main process (another uid) must reach the socket
@@ -62,4 +63,4 @@ class Lifeline:
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self._held.release()

@@ -1,5 +1,6 @@
 """A run with a warm pool, interrupted: Ctrl-C leaves nothing behind; after kill -9 the pool's
-sandboxes stop by themselves and the next run reaps them.
+sandboxes stop by themselves, the next run reaps them and `gc` removes the host directories the
+killed run left (never those of a live run).
 
 The real CLI runs a case that sleeps, at parallelism 1: while it runs, the
 pool has made the next case's sandbox (labelled, running, idle). The run's
@@ -11,6 +12,7 @@ container — under the runs directory).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -99,6 +101,20 @@ def _host_dirs(containers: list[dict]) -> list[Path]:
     return dirs
 
 
+def _gc(project, run_tmp: Path) -> list[dict]:
+    """`agent-eval-sandbox gc --json` looking where the run put its directories."""
+    env = {**os.environ, "TMPDIR": str(run_tmp), "AGENT_EVAL_RUNS_DIR": str(project.runs)}
+    done = subprocess.run([sys.executable, "-m", "agent_eval_sandbox", "gc", "--json"], capture_output=True,
+                          text=True, env=env, cwd=project.root, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _made_dirs(project, run_tmp: Path) -> set[Path]:
+    """The held directories (staging, lifelines) a run made, with a lock file beside each."""
+    return {lock.with_suffix("") for base in (run_tmp, project.runs) for lock in base.glob("aes*.lock")}
+
+
 def test_ctrl_c_with_a_warm_pool_leaves_nothing_behind(project, run_tmp):
     run_id = f"pool-int-{os.getpid()}-{int(time.time())}"
     proc, containers = _start_warm_run(project, run_tmp, run_id)
@@ -111,6 +127,11 @@ def test_ctrl_c_with_a_warm_pool_leaves_nothing_behind(project, run_tmp):
         channel = next(Path(m["Source"]) for m in connect().api.inspect_container(pooled["Id"])["Mounts"]
                        if m["Destination"] == "/run/agent-eval")
         assert list(channel.iterdir()) == []
+        # gc while the run lives: its directories are held, so none is taken
+        made = _made_dirs(project, run_tmp)
+        assert len(made) >= 3  # the staging directory and a lifeline per sandbox
+        assert [r for r in _gc(project, run_tmp) if r["kind"] == "directory"] == []
+        assert all(path.is_dir() for path in made)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr[-3000:]
@@ -147,3 +168,10 @@ def test_kill_9_with_a_warm_pool_its_sandboxes_stop_and_the_next_run_reaps_them(
     assert sorted(r.case_id for r in removed if r.kind == "container") == ["c1", "c2"]
     assert all(r.reason.startswith(f"owner process {proc.pid} ") for r in removed)
     assert _objects(run_id) == []
+    # SIGKILL ran no exit handler: the staging and lifeline directories are still there; gc removes them
+    left = _made_dirs(project, run_tmp)
+    assert len(left) >= 3 and all(path.is_dir() for path in left)
+    swept = [r for r in _gc(project, run_tmp) if r["kind"] == "directory"]
+    assert {Path(r["name"]) for r in swept} == left
+    assert all(r["reason"] == "the process that made it is gone" for r in swept)
+    assert list(run_tmp.iterdir()) == []

@@ -48,8 +48,11 @@ def test_the_deepest_mount_wins_and_prefixes_are_whole_components():
 def test_host_paths_without_mounts_is_the_identity_and_makes_private_dirs_under_root(tmp_path):
     host = HostPaths(tmp_path / "shared")
     assert host.for_daemon(tmp_path / "x") == tmp_path / "x"
-    made = host.temp_dir("aes-")
+    held = host.temp_dir("aes-")
+    made = held.path
     assert made.parent == tmp_path / "shared" and made.name.startswith("aes-") and made.is_dir()
+    held.release()
+    assert list((tmp_path / "shared").iterdir()) == []
 
 
 def test_host_paths_translates_what_a_mount_holds_and_leaves_the_rest():
@@ -184,7 +187,7 @@ def test_a_long_root_is_reached_through_a_short_alias_and_the_daemon_gets_the_re
     root = tmp_path / ("a-ci-checkout-" * 6) / "eval" / "runs"
     host = HostPaths.at(root, (mm(str(tmp_path), "/daemon/side"),), in_container=True, tmp=Path("/tmp"))
     assert host.alias is not None and host.alias.resolve() == root and host.base == host.alias
-    stage = host.temp_dir("aes-")
+    stage = host.temp_dir("aes-").path
     assert stage.parent == host.alias and (root / stage.name).is_dir()
     socket_path = stage / "slot-0000" / "run" / "gateway.sock"
     assert len(str(socket_path).encode()) <= MAX_SOCKET_PATH_BYTES < len(str(root / socket_path.relative_to(
