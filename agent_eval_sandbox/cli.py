@@ -661,10 +661,16 @@ def image_build(base_image: str | None, claude_version: str | None, prebuilt: st
                    "Docker only).")
 @click.option("--backend", default="docker", show_default=True, help="Sandbox backend (docker or kubernetes).")
 @click.option("--namespace", help="Kubernetes: the namespace (default: the kubeconfig's, or the controller's own).")
+@click.option("--runs-dir", help="Runs directory, where runs from a container leave their working directories "
+              "(default $AGENT_EVAL_RUNS_DIR, else eval/runs).")
+@click.option("--shared-dir", envvar="AGENT_EVAL_SHARED_DIR", type=click.Path(path_type=Path),
+              help="The --shared-dir runs used, where they leave their working directories [AGENT_EVAL_SHARED_DIR].")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
-def gc(remove_all: bool, images: bool, backend: str, namespace: str | None, as_json: bool) -> None:
-    """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything)."""
+def gc(remove_all: bool, images: bool, backend: str, namespace: str | None, runs_dir: str | None,
+       shared_dir: Path | None, as_json: bool) -> None:
+    """Remove leftover sandboxes: orphans of dead runs (or, with --all, everything), and the working
+    directories on this host of runs that were killed (in the temp, runs and shared directories)."""
     from agent_eval_sandbox.config.kubernetes_settings import check_namespace
     from agent_eval_sandbox.config.models import SandboxConfig
     from agent_eval_sandbox.sandbox.registry import backend_for
@@ -683,8 +689,14 @@ def gc(remove_all: bool, images: bool, backend: str, namespace: str | None, as_j
     sandbox = SandboxConfig.model_validate(
         {"backend": backend, "namespace": namespace, "image": "unused"} if backend == "kubernetes" else
         {"backend": backend})
-    removed = backend_for(sandbox).gc(all=remove_all)
-    removed += _sweep_host_dirs()
+    # The host's directories first: they need no daemon, and a daemon that is down does not keep them.
+    swept = _sweep_host_dirs(runs_dir, shared_dir)
+    try:
+        removed = swept + backend_for(sandbox).gc(all=remove_all)
+    except UserError:
+        for item in swept:
+            click.echo(f"removed {item.kind} {item.name}: {item.reason}", err=True)
+        raise
     image_gc = _gc_images() if images else None
     if image_gc is not None:
         removed += image_gc.removed
@@ -703,17 +715,17 @@ def gc(remove_all: bool, images: bool, backend: str, namespace: str | None, as_j
         click.echo(f"{image_gc.freed_bytes / 2**20:.1f} MiB freed")
 
 
-def _sweep_host_dirs() -> list[RemovedObject]:
-    """The directories runs made for their sandboxes and left when killed (SIGKILL: no exit to clean up at), in
-    every place a run puts them by default or as configured here: the temp dir, the runs dir, the shared dir."""
+def _sweep_host_dirs(runs_dir: str | None, shared_dir: Path | None) -> list[RemovedObject]:
+    """The working directories runs made and left when killed (SIGKILL: no exit to clean up at), in every
+    place a run puts them: the temp dir, the runs dir (a controller in a container), the shared dir."""
     import tempfile
 
     from agent_eval_sandbox.sandbox.base import RemovedObject
     from agent_eval_sandbox.sandbox.held_dirs import ABANDONED, sweep_abandoned
 
-    bases = [Path(tempfile.gettempdir()), _runs_base(None).absolute()]
-    if os.environ.get("AGENT_EVAL_SHARED_DIR"):
-        bases.append(Path(os.environ["AGENT_EVAL_SHARED_DIR"]).absolute())
+    bases = [Path(tempfile.gettempdir()), _runs_base(runs_dir).absolute()]
+    if shared_dir is not None:
+        bases.append(shared_dir.absolute())
     return [RemovedObject("directory", str(path), None, None, ABANDONED) for path in sweep_abandoned(bases)]
 
 

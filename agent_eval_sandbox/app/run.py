@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -267,7 +268,7 @@ def _backend(request: RunRequest, err_console: Console,
     host = backend.host_paths(request.shared_dir, request.runs_base)
     for removed in backend.reap_orphans():
         err_console.print(f"removed orphaned {removed.kind} {removed.name} ({removed.reason})", highlight=False)
-    for path in sweep_abandoned([host.base]):
+    for path in sweep_abandoned([host.base, Path(tempfile.gettempdir())]):
         err_console.print(f"removed abandoned directory {path} ({ABANDONED})", highlight=False)
     if sandbox.runtime:
         backend.check_runtime(sandbox.runtime)

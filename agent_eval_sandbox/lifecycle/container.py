@@ -28,6 +28,7 @@ from agent_eval_sandbox.lifecycle.outputs import (
     parse_hook_outputs,
 )
 from agent_eval_sandbox.sandbox.base import EndReason, Sandbox
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 
 # Cap of what one hook may write to its log from inside the sandbox.
 MAX_LOG_BYTES = 16 * 1024 * 1024
@@ -110,15 +111,15 @@ class SandboxExecutor:
         if entry.size > MAX_OUTPUT_BYTES:
             raise HookOutputsError(f"{source}: larger than {MAX_OUTPUT_BYTES} bytes; refused")
         name = entry.path.rpartition("/")[2]
-        with tempfile.TemporaryDirectory(prefix="aes-hook-outputs-") as tmp:
+        with HeldDir(Path(tempfile.gettempdir()), "aes-hook-outputs-") as held:
             # The hook's background children may still be at work: the archive
             # is the authority, and refuses a link or growth past the cap.
             changed = HookOutputsError(f"{source}: changed while being read; refused")
             try:
-                report = self.sandbox.copy_out(entry.path, Path(tmp), max_bytes=MAX_OUTPUT_BYTES, max_files=1)
+                report = self.sandbox.copy_out(entry.path, held.path, max_bytes=MAX_OUTPUT_BYTES, max_files=1)
             except UnsafeArchiveError:
                 raise changed from None
-            copy = Path(tmp) / name
+            copy = held.path / name
             if report.skipped or not copy.is_file() or copy.is_symlink():
                 raise changed
             return parse_hook_outputs(copy.read_bytes(), source=source, is_json=name.endswith(".json"))

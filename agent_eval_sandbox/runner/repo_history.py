@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
+
 COMMIT_MESSAGE = "Project snapshot for this evaluation (agent-eval-sandbox)"
 _IDENTITY = "agent-eval-sandbox"
 _EMAIL = "agent-eval-sandbox@localhost"
@@ -49,8 +51,8 @@ def commit_snapshot(tree: Path, *, path_var: str) -> str | None:
     if git is None:
         return ("git is not installed on this host: the repo-mode workspace has no git history "
                 "(skills that run git status or git diff will find no repository)")
-    with tempfile.TemporaryDirectory(prefix="aes-git-home-") as home:
-        env = git_env(Path(home), path_var)
+    with HeldDir(Path(tempfile.gettempdir()), "aes-git-home-") as home:
+        env = git_env(home.path, path_var)
         for args in (["init", "--quiet", "--template=", "--initial-branch=main"],
                      ["add", "--all"],
                      ["commit", "--quiet", "--no-verify", "--allow-empty", "-m", COMMIT_MESSAGE]):
@@ -77,8 +79,8 @@ def project_files(root: Path, *, path_var: str) -> set[str] | None:
     git = shutil.which("git", path=path_var)
     if git is None:
         return None
-    with tempfile.TemporaryDirectory(prefix="aes-git-home-") as home:
-        env = git_env(Path(home), path_var)
+    with HeldDir(Path(tempfile.gettempdir()), "aes-git-home-") as home:
+        env = git_env(home.path, path_var)
         try:
             listed = subprocess.run(
                 [git, "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],

@@ -1,22 +1,23 @@
-"""Directories the controller makes for its sandboxes, each held by a lock for as long as it lives.
+"""Host directories the controller makes, each held by a lock for as long as it lives.
 
 A run stages the project, binds its sockets and its sandboxes' lifelines in
 directories of its own under the shared root (the temp directory on the
-daemon's host). It removes them on every exit it sees, Ctrl-C and SIGTERM
-included; a controller killed with SIGKILL, or its machine's power, sees no
-exit, and they stay.
+daemon's host), and uses a few short-lived ones in the temp directory. It
+removes them on every exit it sees, Ctrl-C and SIGTERM included; a controller
+killed with SIGKILL, or its machine's power, sees no exit, and they stay.
 
-Each such directory `D` has a sibling `D.lock` on which its maker holds an
-exclusive `flock` until it removes `D`. The kernel drops the lock with the
-last descriptor of its holder, however that process ended, so a lock anyone can
-take again marks `D` as abandoned: `sweep_abandoned` removes it. Pids and
-hostnames are not consulted, so this holds across pid namespaces too (a
-controller in a container sharing the directory with one on the host).
+Each such entry `E` (a directory, or the short alias symlink of host_paths) has
+a sibling `E.lock` on which its maker holds an exclusive `flock` from before `E`
+exists until after `E` is gone. The kernel drops the lock with the last
+descriptor of its holder, however that process ended, so a lock anyone can take
+again marks `E` as abandoned, and `sweep_abandoned` removes it. Pids and
+hostnames are not consulted, so this holds across pid namespaces too.
 
-The race between a maker that has made `D.lock` but not yet locked it and a
-sweeper is closed from the maker's side: a sweeper unlinks the lock file
-before it removes `D` and releases it only after, and a maker that finds its
-lock file unlinked once it holds the lock starts over with a new name.
+What is swept is only what this tool provably made: a name of its shape whose
+lock file is this user's and holds `LOCK_MARK`, which the maker writes once it
+holds the lock. An unmarked lock is never swept, so a sweeper can never take a
+lock its maker is about to take. A sweeper removes the entry before the lock:
+one interrupted half-way leaves a marked lock for the next sweep.
 """
 
 from __future__ import annotations
@@ -24,96 +25,152 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 LOCK_SUFFIX = ".lock"
-# Only names this tool makes are swept: its directories all start so.
-NAME_PREFIX = "aes"
+LOCK_MARK = b"agent-eval-sandbox: held by the process that made the entry beside it\n"
+# The names this tool gives its held entries: a prefix of its own and 8 random hex digits (as long as
+# mkdtemp's suffix: socket paths under them have a byte budget, see host_paths).
+_NAME = re.compile(r"aes[a-z]*-(?:[a-z]+-)*[0-9a-f]{8}")
 _ATTEMPTS = 100
-# Why `sweep_abandoned` removed a directory, as run and gc report it.
+# Why `sweep_abandoned` removed an entry, as run and gc report it.
 ABANDONED = "the process that made it is gone"
-
-
-class HeldDir:
-    """A fresh private directory under `base`, held until `release()` removes it (idempotent)."""
-
-    def __init__(self, base: Path, prefix: str) -> None:
-        if not prefix.startswith(NAME_PREFIX):
-            raise ValueError(f"a held directory's prefix starts with {NAME_PREFIX!r}: {prefix!r}")
-        for _ in range(_ATTEMPTS):
-            path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-            fd = _lock_for(path)
-            if fd is not None:
-                self.path = path
-                self._fd: int | None = fd
-                return
-        raise OSError(f"could not make a held directory in {base}: every attempt was swept or taken")
-
-    @property
-    def lock_path(self) -> Path:
-        return lock_path_of(self.path)
-
-    def release(self) -> None:
-        """Remove the directory, then its lock: a sweeper that takes the lock after this finds nothing."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            shutil.rmtree(self.path, ignore_errors=True)
-            with contextlib.suppress(FileNotFoundError):
-                self.lock_path.unlink()
-        finally:
-            os.close(fd)
 
 
 def lock_path_of(path: Path) -> Path:
     return path.with_name(path.name + LOCK_SUFFIX)
 
 
-def _lock_for(path: Path) -> int | None:
-    """Hold `path`'s lock; None (and `path` removed if still there) when a sweeper got to it first."""
+class _Held:
+    """An entry made under `base` while its lock is held; `release()` removes both (idempotent)."""
+
+    def __init__(self, base: Path, prefix: str) -> None:
+        if not _NAME.fullmatch(prefix + "0" * 8):
+            raise ValueError(f"a held entry's prefix is 'aes' and lowercase words, each ending in '-': {prefix!r}")
+        for _ in range(_ATTEMPTS):
+            path = base / f"{prefix}{secrets.token_hex(4)}"
+            fd = _claim(path)
+            if fd is None:
+                continue
+            try:
+                self._make(path)
+            except FileExistsError:  # a name someone else made without a lock: take another
+                _drop_claim(path, fd)
+                continue
+            except BaseException:
+                _drop_claim(path, fd)
+                raise
+            self.path = path
+            self._fd: int | None = fd
+            return
+        raise OSError(f"could not make a held entry {prefix}* in {base}: every name tried was taken")
+
+    def _make(self, path: Path) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Remove the entry, then its lock: a sweeper that takes the lock after this finds nothing."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            _remove_entry(self.path)
+        finally:
+            _drop_claim(self.path, fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
+
+
+class HeldDir(_Held):
+    """A fresh private (0700) directory under `base`, held until released."""
+
+    def _make(self, path: Path) -> None:
+        path.mkdir(mode=0o700)
+
+
+class HeldSymlink(_Held):
+    """A fresh symlink under `base` to `target`, held until released."""
+
+    def __init__(self, base: Path, prefix: str, target: Path) -> None:
+        self._target = target
+        super().__init__(base, prefix)
+
+    def _make(self, path: Path) -> None:
+        os.symlink(self._target, path)  # fails on an existing name: a sticky /tmp keeps ours ours
+
+
+def _claim(path: Path) -> int | None:
+    """`path`'s lock, new, held and marked; None when the name is taken."""
     try:
         fd = os.open(lock_path_of(path), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except FileExistsError:  # a stale lock of an earlier directory of that name: take another name
-        shutil.rmtree(path, ignore_errors=True)
+    except FileExistsError:
         return None
-    fcntl.flock(fd, fcntl.LOCK_EX)  # waits out a sweeper that took it first
-    if os.fstat(fd).st_nlink == 0:  # that sweeper unlinked it, and removed `path` (or will have, once it let go)
-        os.close(fd)
-        shutil.rmtree(path, ignore_errors=True)
-        return None
+    try:
+        # Nobody else takes an unmarked lock, so this does not wait.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, LOCK_MARK)
+    except BaseException:
+        _drop_claim(path, fd)
+        raise
     return fd
 
 
-def sweep_abandoned(bases: Iterable[Path]) -> list[Path]:
-    """Remove this user's held directories under `bases` whose maker is gone; return them.
+def _drop_claim(path: Path, fd: int) -> None:
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            lock_path_of(path).unlink()
+    finally:
+        os.close(fd)
 
-    Only a directory of this tool's naming, owned by this user, whose lock file is
-    a regular file of this user nobody holds, is removed, and never through a
-    symlink: a shared temp directory holds other users' names too.
+
+def _remove_entry(path: Path) -> None:
+    """Remove the directory or symlink at `path` if this user's; never through a symlink."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if found.st_uid != os.geteuid():
+        return
+    if stat.S_ISDIR(found.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    elif stat.S_ISLNK(found.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def sweep_abandoned(bases: Iterable[Path]) -> list[Path]:
+    """Remove this user's held entries under `bases` whose maker is gone; return those removed.
+
+    Never raises for what it finds: a base that cannot be read, an entry that cannot
+    be removed (its marked lock stays, for a later sweep) are passed over.
     """
     removed: list[Path] = []
     seen: set[Path] = set()
     for base in bases:
         try:
             real = base.resolve()
-        except OSError:
+            if real in seen:
+                continue
+            seen.add(real)
+            with os.scandir(base) as listing:
+                names = [e.name[: -len(LOCK_SUFFIX)] for e in listing if e.name.endswith(LOCK_SUFFIX)]
+        except (OSError, RuntimeError):  # missing, unreadable, a symlink loop
             continue
-        if real in seen:
-            continue
-        seen.add(real)
-        try:
-            entries = [e for e in os.scandir(base) if e.name.startswith(NAME_PREFIX) and e.name.endswith(LOCK_SUFFIX)]
-        except OSError:
-            continue
-        for entry in entries:
-            path = Path(base) / entry.name[: -len(LOCK_SUFFIX)]
-            if _sweep_one(path):
-                removed.append(path)
+        for name in names:
+            if _NAME.fullmatch(name) and _sweep_one(base / name):
+                removed.append(base / name)
     return removed
 
 
@@ -125,23 +182,22 @@ def _sweep_one(path: Path) -> bool:
         return False  # gone meanwhile, another user's, or a symlink
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size != len(LOCK_MARK):
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # its maker lives
-        if os.fstat(fd).st_nlink == 0:
-            return False  # released or swept meanwhile
-        # Unlinked first: a maker that has just made this lock finds it unlinked and starts over.
-        with contextlib.suppress(FileNotFoundError):
+        except OSError:
+            return False  # its maker lives (or the file system has no flock: keep it)
+        if os.fstat(fd).st_nlink == 0 or os.pread(fd, len(LOCK_MARK) + 1, 0) != LOCK_MARK:
+            return False  # released meanwhile, or not this tool's
+        existed = os.path.lexists(path)
+        _remove_entry(path)
+        if os.path.lexists(path):
+            return False  # could not remove it all: the marked lock stays for a later sweep
+        with contextlib.suppress(OSError):
             lock.unlink()
-        try:
-            held = os.lstat(path)
-        except FileNotFoundError:
-            return True  # its maker had removed the directory and died before its lock
-        if stat.S_ISDIR(held.st_mode) and held.st_uid == os.geteuid():
-            shutil.rmtree(path, ignore_errors=True)
-        return True
+        return existed
+    except OSError:
+        return False
     finally:
         os.close(fd)

@@ -22,11 +22,9 @@ the real ones. Everything here is pure except `HostPaths.at` and `temp_dir`.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import ipaddress
 import os
 import re
-import secrets
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent_eval_sandbox.errors import UserError
-from agent_eval_sandbox.sandbox.held_dirs import HeldDir
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir, HeldSymlink
 
 
 class SharedDirError(UserError):
@@ -100,23 +98,13 @@ ALIAS_ABOVE_BYTES = 56
 
 
 def short_alias(root: Path, tmp: Path) -> Path | None:
-    """A symlink `tmp/aes-r-<random>` to `root` if `root` is long, removed when this process exits."""
+    """A symlink `tmp/aes-r-<random>` to `root` if `root` is long, removed when this process exits
+    (held like the directories: after a SIGKILL, `gc` removes it)."""
     if len(os.fsencode(root)) <= ALIAS_ABOVE_BYTES:
         return None
-    for _ in range(100):
-        alias = tmp / f"aes-r-{secrets.token_hex(4)}"
-        try:
-            os.symlink(root, alias)  # fails on an existing name: a sticky /tmp keeps ours ours
-        except FileExistsError:
-            continue
-        atexit.register(_unlink_quietly, alias)
-        return alias
-    raise OSError(f"could not make a short symlink to {root} in {tmp}")
-
-
-def _unlink_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+    alias = HeldSymlink(tmp, "aes-r-", root)
+    atexit.register(alias.release)
+    return alias.path
 
 
 def daemon_path(path: PurePosixPath, mounts: Iterable[MountMap]) -> PurePosixPath | None:

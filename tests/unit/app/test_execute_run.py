@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ from agent_eval_sandbox.runner import case
 from agent_eval_sandbox.runner.plan import plan_invocations
 from agent_eval_sandbox.sandbox.base import SandboxError, SandboxSpec
 from agent_eval_sandbox.sandbox.fake import ExecCall, FakeBackend, Hang, Reply
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 from agent_eval_sandbox.sandbox.image import ImageSettings, SandboxImage
 from tests.unit.runner.fake_cli import FakeCli, is_agent
 from tests.unit.runner.pipeline_fixture import Project
@@ -135,6 +138,33 @@ def test_the_run_reaps_dead_runs_sandboxes_first_and_leaves_live_ones_alone(proj
     assert stale.destroyed and [r.name for r in backend.reaped] == [stale.name]
     assert f"removed orphaned sandbox {stale.name} (deadline passed)" in err
     assert not other.destroyed and backend.live == [other]  # another run's sandbox is not this run's to remove
+
+
+def test_the_run_removes_the_working_directories_a_killed_run_left_and_leaves_live_ones(project, backend,
+                                                                                        monkeypatch):
+    tmp = Path(tempfile.mkdtemp(prefix="ut-", dir="/tmp"))  # short: the run binds its sockets under it
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    try:
+        project.eval_yaml()
+        project.case("c1")
+        live = HeldDir(tmp, "aes-ll-")
+        killed = subprocess.run(  # a run killed with SIGKILL: its lock is free, its directories stay
+            [sys.executable, "-c", "import os, sys; from pathlib import Path;"
+             "from agent_eval_sandbox.sandbox.held_dirs import HeldDir;"
+             "d = HeldDir(Path(sys.argv[1]), 'aes-'); (d.path / 'prompt.txt').write_text('x'); print(d.path, flush=True);"
+             "os.kill(os.getpid(), 9)", str(tmp)], capture_output=True, text=True)
+        left = Path(killed.stdout.strip())
+        assert killed.returncode == -signal.SIGKILL and (left / "prompt.txt").exists()
+
+        outcome, err = _execute(project, backend, ImageStep())
+
+        assert outcome.result.end_reasons == {"c1": "exited"}
+        assert f"removed abandoned directory {left} (the process that made it is gone)" in err
+        assert not left.exists() and live.path.is_dir()
+        live.release()
+        assert list(tmp.iterdir()) == []  # and the run's own went with it
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_a_runtime_the_backend_lacks_stops_the_run_before_anything_is_made(project, backend):

@@ -1,4 +1,4 @@
-"""Held directories: swept once their maker is gone, never while it lives, never outside this tool's own."""
+"""Held entries: swept once their maker is gone, never while it lives, never anything not provably this tool's."""
 
 from __future__ import annotations
 
@@ -12,36 +12,42 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.sandbox import held_dirs
-from agent_eval_sandbox.sandbox.held_dirs import HeldDir, lock_path_of, sweep_abandoned
+from agent_eval_sandbox.sandbox.held_dirs import LOCK_MARK, HeldDir, HeldSymlink, lock_path_of, sweep_abandoned
 
 MAKER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from agent_eval_sandbox.sandbox.held_dirs import HeldDir
-    held = HeldDir(Path(sys.argv[1]), "aes-t-")
+    from agent_eval_sandbox.sandbox.held_dirs import HeldDir, HeldSymlink
+    base = Path(sys.argv[1])
+    held = HeldDir(base, "aes-t-")
     (held.path / "staged.txt").write_text("a file of the run")
-    print(held.path, flush=True)
+    alias = HeldSymlink(base, "aes-r-", Path(sys.argv[2]))
+    print(held.path, alias.path, flush=True)
     time.sleep(600)
 """)
 
 
-def _killed_maker(base: Path) -> Path:
-    """A process that made a held directory and was killed with SIGKILL: no exit handler ran."""
-    proc = subprocess.Popen([sys.executable, "-c", MAKER, str(base)], stdout=subprocess.PIPE, text=True)
+def _killed_maker(base: Path, target: Path) -> tuple[Path, Path]:
+    """A process that made a held directory and symlink and was killed with SIGKILL: no exit handler ran."""
+    proc = subprocess.Popen([sys.executable, "-c", MAKER, str(base), str(target)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    path = Path(proc.stdout.readline().strip())
+    made, alias = proc.stdout.readline().split()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     proc.stdout.close()
-    return path
+    return Path(made), Path(alias)
+
+
+def _marked_lock(path: Path) -> None:
+    lock_path_of(path).write_bytes(LOCK_MARK)
 
 
 def test_a_held_directory_is_kept_while_held_and_gone_with_its_lock_once_released(tmp_path):
     held = HeldDir(tmp_path, "aes-")
     (held.path / "file").write_text("x")
-    assert held.path.parent == tmp_path and held.path.name.startswith("aes-")
+    assert held.path.parent == tmp_path and held.path.name.startswith("aes-") and len(held.path.name) == 12
     assert (held.path.stat().st_mode & 0o777) == 0o700
-    assert lock_path_of(held.path).is_file()
+    assert lock_path_of(held.path).read_bytes() == LOCK_MARK
 
     assert sweep_abandoned([tmp_path]) == []
     assert (held.path / "file").read_text() == "x"
@@ -49,15 +55,30 @@ def test_a_held_directory_is_kept_while_held_and_gone_with_its_lock_once_release
     held.release()
     held.release()  # idempotent
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_killed_makers_directory_is_swept(tmp_path):
-    path = _killed_maker(tmp_path)
-    assert (path / "staged.txt").exists() and lock_path_of(path).exists()
-
-    assert sweep_abandoned([tmp_path, tmp_path]) == [path]  # a base given twice is swept once
+    with HeldDir(tmp_path, "aes-git-home-") as home:
+        assert home.path.is_dir()
     assert list(tmp_path.iterdir()) == []
-    assert sweep_abandoned([tmp_path]) == []
+
+    target = tmp_path.parent / f"{tmp_path.name}-target"
+    target.mkdir()
+    with HeldSymlink(tmp_path, "aes-r-", target) as alias:
+        assert alias.path.resolve() == target and sweep_abandoned([tmp_path]) == []
+    assert list(tmp_path.iterdir()) == [] and target.is_dir()
+
+
+def test_a_killed_makers_directory_and_symlink_are_swept_and_the_link_target_kept(tmp_path):
+    target = tmp_path / "long-root"
+    target.mkdir()
+    (target / "run-history").write_text("keep")
+    base = tmp_path / "base"
+    base.mkdir()
+    made, alias = _killed_maker(base, target)
+    assert (made / "staged.txt").exists() and alias.is_symlink() and lock_path_of(made).exists()
+
+    assert sorted(sweep_abandoned([base, base])) == sorted([made, alias])  # a base given twice is swept once
+    assert list(base.iterdir()) == []
+    assert (target / "run-history").read_text() == "keep"
+    assert sweep_abandoned([base]) == []
 
 
 def test_a_live_makers_directory_survives_a_sweep_from_another_process(tmp_path):
@@ -73,53 +94,89 @@ def test_a_live_makers_directory_survives_a_sweep_from_another_process(tmp_path)
     held.release()
 
 
-def test_only_this_tools_own_names_and_no_symlinks_are_swept(tmp_path):
+def test_nothing_but_this_tools_own_marked_entries_is_swept(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_text("keep")
     base = tmp_path / "base"
     base.mkdir()
-    # not this tool's name, though shaped like a held directory with a free lock
-    (base / "other").mkdir()
-    (base / "other.lock").write_text("")
-    # this tool's name, its lock free, but the "directory" a symlink to elsewhere
-    (base / "aes-link").symlink_to(outside)
-    (base / "aes-link.lock").write_text("")
-    # a lock that is itself a symlink
-    (base / "aes-sym").mkdir()
-    (base / "aes-sym.lock").symlink_to(tmp_path / "elsewhere.lock")
-    (tmp_path / "elsewhere.lock").write_text("")
+    # an eval named like this tool's entries, locked by someone's own flock wrapper (no mark)
+    (base / "aes-gcm-review").mkdir()
+    (base / "aes-gcm-review" / "run.json").write_text("{}")
+    (base / "aes-gcm-review.lock").write_text("")
+    # a file that merely ends in .lock
+    (base / "aes.lock").write_text("keep")
+    # the right shape of name, but a lock of other content
+    (base / "aes-0123abcd").mkdir()
+    (base / "aes-0123abcd.lock").write_bytes(b"x" * len(LOCK_MARK))
+    # a marked lock that is itself a symlink
+    (base / "aes-ll-0123abcd").mkdir()
+    (tmp_path / "elsewhere.lock").write_bytes(LOCK_MARK)
+    lock_path_of(base / "aes-ll-0123abcd").symlink_to(tmp_path / "elsewhere.lock")
+    # a marked lock beside a symlink to a directory of the user's: the link goes, never what it points to
+    (base / "aes-r-0123abcd").symlink_to(outside)
+    _marked_lock(base / "aes-r-0123abcd")
+    before = sorted(p.name for p in base.iterdir())
 
-    swept = sweep_abandoned([base])
+    assert sweep_abandoned([base]) == [base / "aes-r-0123abcd"]
 
-    assert swept == [base / "aes-link"]  # its stale lock goes; what the link points to stays
     assert (outside / "precious").read_text() == "keep"
-    assert (base / "aes-link").is_symlink()
-    assert (base / "other").is_dir() and (base / "aes-sym").is_dir()
+    assert sorted(p.name for p in base.iterdir()) == sorted(set(before) - {"aes-r-0123abcd", "aes-r-0123abcd.lock"})
+    assert (base / "aes-gcm-review" / "run.json").exists() and (base / "aes.lock").read_text() == "keep"
 
 
-def test_a_maker_whose_new_lock_a_sweeper_took_first_starts_over(tmp_path, monkeypatch):
-    """The one race: the maker has made its lock file and not yet locked it when a sweeper comes."""
-    real_flock = held_dirs.fcntl.flock
-    raced: list[Path] = []
+def test_a_lock_not_yet_marked_is_never_taken_and_a_lock_without_its_entry_goes_quietly(tmp_path):
+    # a maker between making its lock and marking it (or killed there): nothing of it is touched
+    (tmp_path / "aes-0000aaaa").mkdir()
+    lock_path_of(tmp_path / "aes-0000aaaa").write_bytes(b"")
+    # a maker killed between marking its lock and making its directory: the lock goes, nothing is reported
+    _marked_lock(tmp_path / "aes-1111bbbb")
 
-    def flock(fd: int, op: int) -> None:
-        if not raced and op == held_dirs.fcntl.LOCK_EX:  # the maker's first lock, before it is taken
-            raced.extend(sweep_abandoned([tmp_path]))
-        real_flock(fd, op)
+    assert sweep_abandoned([tmp_path]) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aes-0000aaaa", "aes-0000aaaa.lock"]
 
-    monkeypatch.setattr(held_dirs.fcntl, "flock", flock)
-    held = HeldDir(tmp_path, "aes-")
 
-    assert len(raced) == 1 and raced[0] != held.path
-    assert not raced[0].exists() and not lock_path_of(raced[0]).exists()
-    assert held.path.is_dir()
-    monkeypatch.setattr(held_dirs.fcntl, "flock", real_flock)
-    assert sweep_abandoned([tmp_path]) == []  # the second try holds its lock
-    held.release()
+def test_a_sweep_cut_short_leaves_the_lock_for_the_next(tmp_path, monkeypatch):
+    made = tmp_path / "aes-2222cccc"
+    made.mkdir()
+    for i in range(5):
+        (made / f"f{i}").write_text("x")
+    _marked_lock(made)
+    real_rmtree = held_dirs.shutil.rmtree
+
+    def interrupted(path, ignore_errors=False):
+        next(Path(path).iterdir()).unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(held_dirs.shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_abandoned([tmp_path])
+    assert lock_path_of(made).read_bytes() == LOCK_MARK and len(list(made.iterdir())) == 4
+
+    monkeypatch.setattr(held_dirs.shutil, "rmtree", real_rmtree)
+    assert sweep_abandoned([tmp_path]) == [made]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_taken_without_a_lock_is_passed_over(tmp_path, monkeypatch):
+    names = iter(["0badf00d", "0badf00d", "c0ffee00"])
+    monkeypatch.setattr(held_dirs.secrets, "token_hex", lambda n: next(names))
+    (tmp_path / "aes-0badf00d").mkdir()  # someone's, with no lock
+    held = HeldDir(tmp_path, "aes-")
+    assert held.path.name == "aes-c0ffee00"
+    assert not lock_path_of(tmp_path / "aes-0badf00d").exists()
+    held.release()
+    assert [p.name for p in tmp_path.iterdir()] == ["aes-0badf00d"]
+
+
+def test_unreadable_bases_are_passed_over(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert sweep_abandoned([tmp_path / "missing", loop]) == []
 
 
 def test_a_prefix_outside_the_swept_names_is_refused(tmp_path):
     with pytest.raises(ValueError, match="prefix"):
         HeldDir(tmp_path, "tmp-")
+    with pytest.raises(ValueError, match="prefix"):
+        HeldDir(tmp_path, "aes_")
