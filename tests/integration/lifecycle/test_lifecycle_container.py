@@ -49,14 +49,19 @@ def run_id(backend: DockerBackend) -> Iterator[str]:
 
 
 @pytest.fixture
-def make_sandbox(backend: DockerBackend, sandbox_image: str, run_id: str) -> Callable[..., Sandbox]:
+def make_sandbox(backend: DockerBackend, sandbox_image: str, run_id: str) -> Iterator[Callable[..., Sandbox]]:
+    made: list[Sandbox] = []
+
     def make(case_id: str = "case-001", limits: Limits = Limits()) -> Sandbox:
         spec = SandboxSpec(
             image=sandbox_image, run_id=run_id, case_id=case_id, deadline_epoch=time.time() + 600, limits=limits
         )
-        return backend.create(spec)
+        made.append(backend.create(spec))
+        return made[-1]
 
-    return make
+    yield make
+    for sandbox in made:
+        sandbox.destroy()
 
 
 @pytest.fixture

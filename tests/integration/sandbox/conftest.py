@@ -38,7 +38,9 @@ MakeSandbox = Callable[..., DockerSandbox]
 
 
 @pytest.fixture
-def make_sandbox(backend: DockerBackend, sandbox_image: str, run_id: str) -> MakeSandbox:
+def make_sandbox(backend: DockerBackend, sandbox_image: str, run_id: str) -> Iterator[MakeSandbox]:
+    made: list[DockerSandbox] = []
+
     def make(case_id: str = "case", *, limits: Limits = Limits(), hardening: Hardening = Hardening()) -> DockerSandbox:
         spec = SandboxSpec(
             image=sandbox_image,
@@ -48,9 +50,12 @@ def make_sandbox(backend: DockerBackend, sandbox_image: str, run_id: str) -> Mak
             limits=limits,
             hardening=hardening,
         )
-        return backend.create(spec)
+        made.append(backend.create(spec))
+        return made[-1]
 
-    return make
+    yield make
+    for sandbox in made:  # as the runner does: its container, volumes and host lifeline directory go
+        sandbox.destroy()
 
 
 @pytest.fixture
@@ -71,10 +76,15 @@ def launcher_channel() -> Iterator[Path]:
 def make_on_standby(backend: DockerBackend, sandbox_image: str, run_id: str, launcher_channel: Path):
     """Sandboxes whose launcher waits on standby (by default), the channel mounted where the launcher looks."""
 
+    made: list[DockerSandbox] = []
+
     def make_one(case_id: str, standby: tuple[str, ...] = ac.launcher_command(),
                  mounts: tuple[BindMount, ...] = ()) -> DockerSandbox:
         spec = SandboxSpec(image=sandbox_image, run_id=run_id, case_id=case_id, deadline_epoch=time.time() + 600,
                            mounts=(BindMount(launcher_channel, paths.RUN_DIR), *mounts), standby=standby)
-        return backend.create(spec)
+        made.append(backend.create(spec))
+        return made[-1]
 
-    return make_one
+    yield make_one
+    for sandbox in made:
+        sandbox.destroy()

@@ -18,12 +18,12 @@ from agent_eval_sandbox.sandbox.teardown import run_scope
 def main() -> int:
     run_id, image, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     backend = DockerBackend()
+    sandboxes = []
     try:
         with run_scope(backend, run_id):
-            sandboxes = [
-                backend.create(SandboxSpec(image, run_id, f"case-{i}", deadline_epoch=time.time() + 3600))
-                for i in range(count)
-            ]
+            for i in range(count):
+                sandboxes.append(
+                    backend.create(SandboxSpec(image, run_id, f"case-{i}", deadline_epoch=time.time() + 3600)))
 
             def busy(sandbox) -> None:
                 try:
@@ -38,6 +38,9 @@ def main() -> int:
             threading.Event().wait()
     except KeyboardInterrupt:
         return 130
+    finally:
+        for sandbox in sandboxes:  # as the runner does: after the teardown, each sandbox lets go of its lifeline
+            sandbox.destroy()
     return 0
 
 

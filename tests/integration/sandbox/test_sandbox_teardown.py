@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import SandboxSpec
+from agent_eval_sandbox.sandbox.held_dirs import sweep_abandoned
 from tests.docker_objects import objects_of_run
 
 pytestmark = pytest.mark.docker
@@ -21,13 +25,22 @@ CONTROLLER = Path(__file__).with_name("controller.py")
 REPO = Path(__file__).resolve().parents[3]
 
 
-def start_controller(run_id: str, image: str, count: int = 2) -> subprocess.Popen[str]:
+@pytest.fixture
+def controller_tmp() -> Iterator[Path]:
+    """The stand-in's TMPDIR, where its sandboxes' lifeline directories go: short, for their sockets."""
+    path = Path(tempfile.mkdtemp(prefix="td-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start_controller(run_id: str, image: str, tmp: Path, count: int = 2) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, str(CONTROLLER), run_id, image, str(count)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp)},
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -36,23 +49,27 @@ def start_controller(run_id: str, image: str, count: int = 2) -> subprocess.Pope
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_removes_the_runs_containers_and_volumes_within_seconds(backend, sandbox_image, run_id, sig, code):
-    proc = start_controller(run_id, sandbox_image)
+def test_a_signal_removes_the_runs_containers_and_volumes_within_seconds(backend, sandbox_image, run_id, sig, code,
+                                                                         controller_tmp):
+    proc = start_controller(run_id, sandbox_image, controller_tmp)
     try:
         assert len(objects_of_run(run_id)) == 2 + 4  # two containers, two volumes each
+        assert len(list(controller_tmp.glob("aes-ll-*.lock"))) == 2  # a held lifeline directory each
         started = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code
         assert time.monotonic() - started < 10
         assert objects_of_run(run_id) == []
+        assert list(controller_tmp.iterdir()) == []
     finally:
         proc.kill()
         proc.wait()
 
 
-def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image, run_id, make_sandbox):
+def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image, run_id, make_sandbox,
+                                                          controller_tmp):
     alive = make_sandbox("mine-and-alive")  # owned by this live process: must survive the reap
-    proc = start_controller(run_id, sandbox_image)
+    proc = start_controller(run_id, sandbox_image, controller_tmp)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     orphans = [item for item in objects_of_run(run_id) if "mine-and-alive" not in item]
@@ -66,12 +83,16 @@ def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image
     assert len(remaining) == 3 and all("mine-and-alive" in item for item in remaining)
     assert alive.exec(["true"]).ok
     assert [r for r in backend.gc() if r.run_id == run_id] == []  # gc without --all = reap: nothing more
+    # its two lifeline directories stay on the host, abandoned: the sweep of gc and of a run's start takes them
+    lifelines = sorted(controller_tmp.glob("aes-ll-*[!k]"))
+    assert len(lifelines) == 2 and sorted(sweep_abandoned([controller_tmp])) == lifelines
+    assert list(controller_tmp.iterdir()) == []
 
 
-def test_a_killed_controllers_sandboxes_stop_by_themselves(backend, sandbox_image, run_id):
+def test_a_killed_controllers_sandboxes_stop_by_themselves(backend, sandbox_image, run_id, controller_tmp):
     """kill -9 leaves no teardown at all: each sandbox's main process sees its lifeline reset and
     the container stops, ending the agent's processes, before any reaper runs."""
-    proc = start_controller(run_id, sandbox_image)
+    proc = start_controller(run_id, sandbox_image, controller_tmp)
     api = backend.client.api
     containers = api.containers(filters={"label": f"{L.RUN_ID}={run_id}"})
     assert len(containers) == 2
