@@ -723,9 +723,13 @@ def _sweep_host_dirs(runs_dir: str | None, shared_dir: Path | None) -> list[Remo
     from agent_eval_sandbox.sandbox.base import RemovedObject
     from agent_eval_sandbox.sandbox.held_dirs import ABANDONED, sweep_abandoned
 
-    bases = [Path(tempfile.gettempdir()), _runs_base(runs_dir).absolute()]
-    if shared_dir is not None:
-        bases.append(shared_dir.absolute())
+    bases = [Path(tempfile.gettempdir())]
+    for base in (_runs_base(runs_dir), shared_dir):
+        if base is not None:
+            try:
+                bases.append(base.absolute())
+            except OSError:  # relative, and the current directory is gone: there is nothing there to sweep
+                continue
     return [RemovedObject("directory", str(path), None, None, ABANDONED) for path in sweep_abandoned(bases)]
 
 

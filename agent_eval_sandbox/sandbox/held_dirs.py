@@ -81,9 +81,18 @@ class _Held:
         if fd is None:
             return
         try:
-            _remove_entry(self.path)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            os.close(fd)  # the base is gone: so is the entry
+            return
+        try:
+            _remove_entry(self.path.name, dir_fd)
+            if _own_kind(self.path.name, dir_fd) in ("dir", "link"):
+                os.close(fd)  # left marked and free: a later sweep finishes the removal
+                return
         finally:
-            _drop_claim(self.path, fd)
+            os.close(dir_fd)
+        _drop_claim(self.path, fd)
 
     def __enter__(self) -> Self:
         return self
@@ -135,49 +144,66 @@ def _drop_claim(path: Path, fd: int) -> None:
         os.close(fd)
 
 
-def _remove_entry(path: Path) -> None:
-    """Remove the directory or symlink at `path` if this user's; never through a symlink."""
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if found.st_uid != os.geteuid():
-        return
-    if stat.S_ISDIR(found.st_mode):
-        shutil.rmtree(path, ignore_errors=True)
-    elif stat.S_ISLNK(found.st_mode):
+def _remove_entry(name: str, dir_fd: int) -> None:
+    """Remove this user's directory or symlink `name` in the directory `dir_fd`; never through a symlink."""
+    kind = _own_kind(name, dir_fd)
+    if kind == "dir":
+        shutil.rmtree(name, ignore_errors=True, dir_fd=dir_fd)
+    elif kind == "link":
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            os.unlink(name, dir_fd=dir_fd)
+
+
+def _own_kind(name: str, dir_fd: int) -> str | None:
+    """"dir" or "link" for this user's entry of a kind this module makes, "other" for anything else there,
+    None for nothing."""
+    try:
+        found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if found.st_uid == os.geteuid():
+        if stat.S_ISDIR(found.st_mode):
+            return "dir"
+        if stat.S_ISLNK(found.st_mode):
+            return "link"
+    return "other"
 
 
 def sweep_abandoned(bases: Iterable[Path]) -> list[Path]:
     """Remove this user's held entries under `bases` whose maker is gone; return those removed.
 
-    Never raises for what it finds: a base that cannot be read, an entry that cannot
-    be removed (its marked lock stays, for a later sweep) are passed over.
+    Each base is opened once and everything in it is done relative to that
+    descriptor: a path through a directory someone else controls cannot send the
+    lock check to one directory and the removal to another. Never raises for what
+    it finds: a base that cannot be read, an entry that cannot be removed (its
+    marked lock stays, for a later sweep) are passed over.
     """
     removed: list[Path] = []
-    seen: set[Path] = set()
+    seen: set[tuple[int, int]] = set()
     for base in bases:
         try:
-            real = base.resolve()
-            if real in seen:
-                continue
-            seen.add(real)
-            with os.scandir(base) as listing:
-                names = [e.name[: -len(LOCK_SUFFIX)] for e in listing if e.name.endswith(LOCK_SUFFIX)]
-        except (OSError, RuntimeError):  # missing, unreadable, a symlink loop
+            dir_fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except (OSError, ValueError):  # missing, unreadable, not a directory, a symlink loop
             continue
-        for name in names:
-            if _NAME.fullmatch(name) and _sweep_one(base / name):
-                removed.append(base / name)
+        try:
+            info = os.fstat(dir_fd)
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            with os.scandir(dir_fd) as listing:
+                names = [e.name[: -len(LOCK_SUFFIX)] for e in listing if e.name.endswith(LOCK_SUFFIX)]
+            removed += [base / name for name in names if _NAME.fullmatch(name) and _sweep_one(name, dir_fd)]
+        except OSError:
+            continue
+        finally:
+            os.close(dir_fd)
     return removed
 
 
-def _sweep_one(path: Path) -> bool:
-    lock = lock_path_of(path)
+def _sweep_one(name: str, dir_fd: int) -> bool:
+    lock = name + LOCK_SUFFIX
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return False  # gone meanwhile, another user's, or a symlink
     try:
@@ -190,12 +216,13 @@ def _sweep_one(path: Path) -> bool:
             return False  # its maker lives (or the file system has no flock: keep it)
         if os.fstat(fd).st_nlink == 0 or os.pread(fd, len(LOCK_MARK) + 1, 0) != LOCK_MARK:
             return False  # released meanwhile, or not this tool's
-        existed = os.path.lexists(path)
-        _remove_entry(path)
-        if os.path.lexists(path):
+        existed = _own_kind(name, dir_fd) in ("dir", "link")
+        _remove_entry(name, dir_fd)
+        if _own_kind(name, dir_fd) in ("dir", "link"):
             return False  # could not remove it all: the marked lock stays for a later sweep
+        # Nothing of ours is left under the name (what may be there now is someone else's): the lock goes.
         with contextlib.suppress(OSError):
-            lock.unlink()
+            os.unlink(lock, dir_fd=dir_fd)
         return existed
     except OSError:
         return False

@@ -144,8 +144,8 @@ def test_a_sweep_cut_short_leaves_the_lock_for_the_next(tmp_path, monkeypatch):
     _marked_lock(made)
     real_rmtree = held_dirs.shutil.rmtree
 
-    def interrupted(path, ignore_errors=False):
-        next(Path(path).iterdir()).unlink()
+    def interrupted(path, ignore_errors=False, dir_fd=None):
+        next((tmp_path / path).iterdir()).unlink()
         raise KeyboardInterrupt
 
     monkeypatch.setattr(held_dirs.shutil, "rmtree", interrupted)
@@ -180,3 +180,56 @@ def test_a_prefix_outside_the_swept_names_is_refused(tmp_path):
         HeldDir(tmp_path, "tmp-")
     with pytest.raises(ValueError, match="prefix"):
         HeldDir(tmp_path, "aes_")
+
+
+def test_a_path_flipped_between_the_lock_and_the_removal_cannot_send_the_removal_elsewhere(tmp_path, monkeypatch):
+    """Someone who controls a directory on the swept path plants an abandoned marked lock under the name of
+    a live entry elsewhere and flips the path to there once the lock is taken: the removal stays where the
+    lock was, because the base is opened once."""
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    theirs.mkdir()
+    ours.mkdir()
+    live = HeldDir(ours, "aes-ll-")
+    (live.path / "lifeline.sock").write_text("")
+    _marked_lock(theirs / live.path.name)  # a killed run's lock, renamed to the live entry's name
+    link = tmp_path / "runs"
+    link.symlink_to(theirs)
+    real_flock = held_dirs.fcntl.flock
+
+    def flock_then_flip(fd: int, op: int) -> None:
+        real_flock(fd, op)
+        if op & held_dirs.fcntl.LOCK_NB:
+            link.unlink()
+            link.symlink_to(ours)
+
+    monkeypatch.setattr(held_dirs.fcntl, "flock", flock_then_flip)
+    assert sweep_abandoned([link]) == []
+    assert (live.path / "lifeline.sock").exists() and lock_path_of(live.path).exists()
+    live.release()
+
+
+def test_a_name_someone_else_took_after_the_removal_does_not_keep_the_lock_forever(tmp_path, monkeypatch):
+    made = tmp_path / "aes-3333dddd"
+    made.mkdir()
+    _marked_lock(made)
+    real_rmtree = held_dirs.shutil.rmtree
+
+    def removed_then_squatted(path, ignore_errors=False, dir_fd=None):
+        real_rmtree(path, ignore_errors=ignore_errors, dir_fd=dir_fd)
+        made.mkdir()
+        os.chown(made, 65534, 65534)  # another user's directory under the name, in a shared sticky directory
+
+    monkeypatch.setattr(held_dirs.shutil, "rmtree", removed_then_squatted)
+    assert sweep_abandoned([tmp_path]) == [made]
+    assert not lock_path_of(made).exists() and made.stat().st_uid == 65534  # theirs stays, our lock goes
+
+
+def test_an_entry_its_maker_could_not_remove_is_left_for_a_sweep(tmp_path, monkeypatch):
+    monkeypatch.setattr(held_dirs.shutil, "rmtree", lambda *args, **kwargs: None)  # e.g. a busy mount below it
+    held = HeldDir(tmp_path, "aes-")
+    (held.path / "f").write_text("x")
+    held.release()
+    assert (held.path / "f").exists() and lock_path_of(held.path).read_bytes() == LOCK_MARK
+    monkeypatch.undo()
+    assert sweep_abandoned([tmp_path]) == [held.path]
+    assert list(tmp_path.iterdir()) == []
