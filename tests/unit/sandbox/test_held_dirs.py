@@ -66,18 +66,23 @@ def test_a_held_directory_is_kept_while_held_and_gone_with_its_lock_once_release
     assert list(tmp_path.iterdir()) == [] and target.is_dir()
 
 
-def test_a_killed_makers_directory_and_symlink_are_swept_and_the_link_target_kept(tmp_path):
-    target = tmp_path / "long-root"
-    target.mkdir()
-    (target / "run-history").write_text("keep")
-    base = tmp_path / "base"
+def _kept_and_base(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory of the user's holding a file no sweep may touch, and a base to sweep."""
+    kept, base = tmp_path / "kept", tmp_path / "base"
+    kept.mkdir()
+    (kept / "precious").write_text("keep")
     base.mkdir()
+    return kept, base
+
+
+def test_a_killed_makers_directory_and_symlink_are_swept_and_the_link_target_kept(tmp_path):
+    target, base = _kept_and_base(tmp_path)
     made, alias = _killed_maker(base, target)
     assert (made / "staged.txt").exists() and alias.is_symlink() and lock_path_of(made).exists()
 
     assert sorted(sweep_abandoned([base, base])) == sorted([made, alias])  # a base given twice is swept once
     assert list(base.iterdir()) == []
-    assert (target / "run-history").read_text() == "keep"
+    assert (target / "precious").read_text() == "keep"
     assert sweep_abandoned([base]) == []
 
 
@@ -95,11 +100,7 @@ def test_a_live_makers_directory_survives_a_sweep_from_another_process(tmp_path)
 
 
 def test_nothing_but_this_tools_own_marked_entries_is_swept(tmp_path):
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "precious").write_text("keep")
-    base = tmp_path / "base"
-    base.mkdir()
+    outside, base = _kept_and_base(tmp_path)
     # an eval named like this tool's entries, locked by someone's own flock wrapper (no mark)
     (base / "aes-gcm-review").mkdir()
     (base / "aes-gcm-review" / "run.json").write_text("{}")
