@@ -57,5 +57,12 @@ def test_a_sandbox_dying_as_its_case_ends_ends_the_case(late_bomb_run: AttackRun
         assert is_gvisor(late_bomb_run.runtime), entry
         assert "stopped while a command ran" in (entry["error"] or ""), entry
         return
-    # The bomb went off after the host had what it needed: the agent's work was done and said so.
-    assert entry["end_reason"] == "exited" and entry["result"] == "all work done", entry
+    if entry["end_reason"] == "exited" and entry["exit_code"] == 0:
+        # The bomb went off after the host had what it needed: the agent's work was done and said so.
+        assert entry["result"] == "all work done", entry
+        return
+    # Under runc the bomb filled the pids table before the CLI's last turn (it aborts when it cannot
+    # make a thread; seen with no delay): the case ends at once, not clean, and says which limit it hit.
+    assert not is_gvisor(late_bomb_run.runtime), entry
+    assert entry["end_reason"] in ("signaled", "exited") and entry["exit_code"] != 0, entry
+    assert "pids" in entry["limits_hit"] and entry["result"] is None, entry
