@@ -29,7 +29,7 @@ class RetryPolicy:
 
 def is_transient(exc: BaseException) -> bool:
     """Rate limits, timeouts, overload, server errors and broken connections."""
-    import anthropic  # here, not at the top: see model_api.py
+    import anthropic  # here, not at the top: see the module's doc
     if isinstance(exc, anthropic.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, anthropic.APIStatusError):

@@ -87,7 +87,7 @@ class _Held:
             return
         try:
             _remove_entry(self.path.name, dir_fd)
-            if _own_kind(self.path.name, dir_fd) in ("dir", "link"):
+            if _own_kind(self.path.name, dir_fd) is not None:
                 os.close(fd)  # left marked and free: a later sweep finishes the removal
                 return
         finally:
@@ -155,18 +155,17 @@ def _remove_entry(name: str, dir_fd: int) -> None:
 
 
 def _own_kind(name: str, dir_fd: int) -> str | None:
-    """"dir" or "link" for this user's entry of a kind this module makes, "other" for anything else there,
-    None for nothing."""
+    """"dir" or "link" when `name` is this user's entry of a kind this module makes; None for anything
+    else there (someone else's, another kind) and for nothing."""
     try:
         found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
-    if found.st_uid == os.geteuid():
-        if stat.S_ISDIR(found.st_mode):
-            return "dir"
-        if stat.S_ISLNK(found.st_mode):
-            return "link"
-    return "other"
+    if found.st_uid != os.geteuid():
+        return None
+    if stat.S_ISDIR(found.st_mode):
+        return "dir"
+    return "link" if stat.S_ISLNK(found.st_mode) else None
 
 
 def sweep_abandoned(bases: Iterable[Path]) -> list[Path]:
@@ -216,9 +215,9 @@ def _sweep_one(name: str, dir_fd: int) -> bool:
             return False  # its maker lives (or the file system has no flock: keep it)
         if os.fstat(fd).st_nlink == 0 or os.pread(fd, len(LOCK_MARK) + 1, 0) != LOCK_MARK:
             return False  # released meanwhile, or not this tool's
-        existed = _own_kind(name, dir_fd) in ("dir", "link")
+        existed = _own_kind(name, dir_fd) is not None
         _remove_entry(name, dir_fd)
-        if _own_kind(name, dir_fd) in ("dir", "link"):
+        if _own_kind(name, dir_fd) is not None:
             return False  # could not remove it all: the marked lock stays for a later sweep
         # Nothing of ours is left under the name (what may be there now is someone else's): the lock goes.
         with contextlib.suppress(OSError):
