@@ -79,6 +79,7 @@ def test_a_killed_makers_directory_and_symlink_are_swept_and_the_link_target_kep
     target, base = _kept_and_base(tmp_path)
     made, alias = _killed_maker(base, target)
     assert (made / "staged.txt").exists() and alias.is_symlink() and lock_path_of(made).exists()
+    (made / "planted").symlink_to(target)  # what a sandbox could leave in a directory it had mounted
 
     assert sorted(sweep_abandoned([base, base])) == sorted([made, alias])  # a base given twice is swept once
     assert list(base.iterdir()) == []
