@@ -277,6 +277,18 @@ class E2eRound:
     p2_cpu_per_case_s: float = 0.0
     host_pairs_cpu_per_case_s: float = 0.0
 
+    def speedup_over_ceiling(self) -> float:
+        assert self.p1 is not None and self.p2 is not None
+        return (self.p1.span_s / self.p2.span_s) / (self.host_sequential_s / self.host_pairs_s)
+
+    def cpu_over_host(self) -> float:
+        return self.p2_cpu_per_case_s / self.host_pairs_cpu_per_case_s
+
+
+def spread(values: Sequence[float]) -> str:
+    """The range over the rounds, printed next to a median: one round's figure moves with the VM's pace."""
+    return f"rounds {min(values):.2f}-{max(values):.2f}"
+
 
 def e2e(args: argparse.Namespace) -> dict[str, Any]:
     from agent_eval_sandbox.sandbox.claude_binary import ensure_claude_binary
@@ -284,6 +296,10 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     image = sandbox_image()
     claude = ensure_claude_binary().path
     print(f"image {image}; {load_line()}", flush=True)
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        # ~0.1-0.2 s of CPU at each start on the dev VMs (when no bytecode was written before): whole-run figure only.
+        print("note: PYTHONDONTWRITEBYTECODE is set, so each `run` compiles the tool's modules as it starts",
+              flush=True)
     rounds: list[E2eRound] = []
     with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp, MachineCpu() as machine:
         scratch = Path(tmp)
@@ -308,7 +324,8 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
             print(f"round {index + 1}/{args.runs}: floor {ms(statistics.median(one.floor))}, "
                   f"p1 case {statistics.median(c['duration_s'] for c in one.p1.cases):.3f}s "
                   f"(overhead {ms(statistics.median(one.p1.overheads))}), host case "
-                  f"{statistics.median(one.host_each):.3f}s; {load_line()}", flush=True)
+                  f"{statistics.median(one.host_each):.3f}s, speed-up / ceiling {one.speedup_over_ceiling():.2f}, "
+                  f"machine CPU / host {one.cpu_over_host():.2f}; {load_line()}", flush=True)
 
     def per_round(value: Callable[[E2eRound], float]) -> float:
         return statistics.median(value(r) for r in rounds)
@@ -332,10 +349,12 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     run_vs_host = per_round(lambda r: p1(r).wall_s / r.host_sequential_s)
     speedup = per_round(lambda r: p1(r).span_s / p2(r).span_s)
     ceiling = per_round(lambda r: r.host_sequential_s / r.host_pairs_s)
-    parallel_ratio = per_round(lambda r: (p1(r).span_s / p2(r).span_s) / (r.host_sequential_s / r.host_pairs_s))
+    parallel_ratio = per_round(E2eRound.speedup_over_ceiling)
     p2_cpu = per_round(lambda r: r.p2_cpu_per_case_s)
     host_cpu = per_round(lambda r: r.host_pairs_cpu_per_case_s)
-    cpu_ratio = per_round(lambda r: r.p2_cpu_per_case_s / r.host_pairs_cpu_per_case_s)
+    cpu_ratio = per_round(E2eRound.cpu_over_host)
+    parallel_ratios = [r.speedup_over_ceiling() for r in rounds]
+    cpu_ratios = [r.cpu_over_host() for r in rounds]
     results = {
         "cases_per_run": args.cases, "runs": args.runs, "tool_calls": args.tool_calls,
         "model_delay_s": args.model_delay, "sandbox_cpus": args.cpus or 1,
@@ -346,6 +365,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
         "speedup_p2": speedup, "host_speedup_two_at_once": ceiling, "speedup_over_ceiling": parallel_ratio,
         "machine_cpu_per_case_p2_s": p2_cpu, "machine_cpu_per_case_host_pairs_s": host_cpu,
         "machine_cpu_per_case_over_host": cpu_ratio,
+        "speedup_over_ceiling_rounds": parallel_ratios, "machine_cpu_per_case_over_host_rounds": cpu_ratios,
     }
     print(f"\nmedians of {args.runs} rounds, {args.cases} cases a run, {args.tool_calls} tool call(s) a case, "
           f"the model answering in {args.model_delay:g}s, sandbox.cpus {args.cpus or 1:g}; {load_line()}")
@@ -357,9 +377,10 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     print(f"  whole `run` / host cases one after the other        {run_vs_host:.2f}   (set-up and scoring included)")
     print(f"  speed-up parallelism 2 over 1 (span of the cases)   {speedup:.2f}x")
     print(f"  ceiling: host, two at once over one after the other {ceiling:.2f}x")
-    print(f"  speed-up / ceiling                                  {parallel_ratio:.2f}   (target >= 0.9)")
+    print(f"  speed-up / ceiling                                  {parallel_ratio:.2f}   (target >= 0.9; "
+          f"{spread(parallel_ratios)})")
     print(f"  machine CPU a case at parallelism 2                 {ms(p2_cpu)}, host pairs {ms(host_cpu)}: "
-          f"{cpu_ratio:.2f}x   (what bounds the speed-up on a busy machine)")
+          f"{cpu_ratio:.2f}x   (what bounds the speed-up on a busy machine; {spread(cpu_ratios)})")
     return results
 
 

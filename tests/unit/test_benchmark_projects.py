@@ -53,3 +53,15 @@ def test_the_machine_cpu_sampler_reads_a_busy_stretch(perf: ModuleType) -> None:
         time.sleep(0.1)
     assert machine.busy_s(start, end) >= 0.3
     assert machine.busy_s(start, start) == 0
+
+
+def test_a_round_s_ratios_come_from_its_own_runs(perf: ModuleType) -> None:
+    def measure(span_s: float) -> object:
+        cases = [{"started_at": 100.0, "duration_s": span_s - 1.0}, {"started_at": 101.0, "duration_s": span_s - 1.0}]
+        return perf.RunMeasure(wall_s=span_s + 2.0, run_dir=Path("unused"), cases=cases)
+
+    one = perf.E2eRound(p1=measure(8.0), p2=measure(5.0), host_sequential_s=6.0, host_pairs_s=3.75,
+                        p2_cpu_per_case_s=0.66, host_pairs_cpu_per_case_s=0.40)
+    assert one.speedup_over_ceiling() == pytest.approx((8.0 / 5.0) / (6.0 / 3.75))
+    assert one.cpu_over_host() == pytest.approx(1.65)
+    assert perf.spread([0.91, 0.74, 0.8]) == "rounds 0.74-0.91"
