@@ -30,6 +30,7 @@ from agent_eval_sandbox.config.yaml_reader import find_duplicate_keys
 from agent_eval_sandbox.errors import ConfigError, UserError
 from agent_eval_sandbox.gateway.script import Script, load_script
 from agent_eval_sandbox.interception import HANDLERS_FILE_NAME
+from agent_eval_sandbox.interception.settings import cleared_env_warnings
 from agent_eval_sandbox.runner.plan import Invocation
 from agent_eval_sandbox.sandbox.claude_binary import DEFAULT_CLAUDE_VERSION
 
@@ -49,6 +50,7 @@ def preflight(loaded: LoadedConfig, dataset: Dataset, invocations: list[Invocati
     version = claude_version or loaded.config.sandbox.claude_version or DEFAULT_CLAUDE_VERSION
     _check_skills(loaded, version, result)
     result.warnings += duplicate_key_warnings(_read_files(loaded, dataset.cases))
+    result.warnings += cleared_env_warnings(loaded.config)
     if offline:
         _check_scripts(loaded, invocations, result, claude_version=version)
     return result

@@ -61,6 +61,29 @@ HOOK_ENV_CLEARED = (
 )
 
 
+def cleared_env_warnings(config: EvalConfig) -> list[str]:
+    """The variables of HOOK_ENV_CLEARED an eval sets for its agent while `inputs.tools` installs the
+    gate hook: its tools will see them empty, which nothing else would tell the author."""
+    if not config.inputs.tools:
+        return []
+    places: list[tuple[str, Any]] = [
+        ("execution.env", config.execution.env),
+        ("runner.env", config.runner.env),
+        ("runner.settings.env", config.runner.settings.get("env")),
+    ]
+    for index, step in enumerate(config.execution.steps):
+        places.append((f"execution.steps[{index}].env", step.env))
+        if step.runner is not None:
+            places.append((f"execution.steps[{index}].runner.env", step.runner.env))
+            places.append((f"execution.steps[{index}].runner.settings.env", step.runner.settings.get("env")))
+    return [
+        f"{where}.{key} is cleared for the agent's tools while inputs.tools intercepts them (a loader or "
+        "shell variable could make the gate hook run the agent's code); set it in the tool's own command"
+        for where, env in places if isinstance(env, Mapping)
+        for key in HOOK_ENV_CLEARED if key in env
+    ]
+
+
 def hook_entry(matcher: str, command: str = HOOK_COMMAND) -> dict[str, Any]:
     return {
         "matcher": matcher,

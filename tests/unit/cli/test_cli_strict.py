@@ -28,6 +28,7 @@ WARNINGS = {
     "threshold-no-judge": "thresholds.summarised names no judge (did you mean 'summarized'?)",
     "missing-input": "no input.yaml; not a case, skipped",
     "zero-judges": "no judges: a run would check nothing",
+    "cleared-loader-env": "execution.env.LD_PRELOAD is cleared for the agent's tools while inputs.tools intercepts them",
 }
 ERRORS = {
     "unknown-skill": "execution.skill: no skill or command '/summariser' in the sandbox (did you mean 'summarizer'?)",

@@ -9,6 +9,7 @@ from agent_eval_sandbox.interception.handlers import parse_handlers
 from agent_eval_sandbox.interception.settings import (
     HOOK_TIMEOUT_S,
     build_container_settings,
+    cleared_env_warnings,
     deep_merge,
 )
 
@@ -98,3 +99,38 @@ def test_a_catch_all_handler_answers_questions_too():
 def test_handlers_without_entries_install_no_hook():
     built = build_container_settings(config(), handlers(), workspace_env={})
     assert built.managed_settings == {} and built.cli_flags == [] and not built.intercepts
+
+
+TOOLS = {"tools": [{"match": "Bash calls", "prompt": "answer as the test server would"}]}
+
+
+def test_loader_variables_an_eval_sets_are_named_when_interception_clears_them():
+    env = {"LD_PRELOAD": "/opt/lib/fake.so", "GREETING": "hi"}
+    eval_config = config(
+        inputs=TOOLS,
+        execution={"env": env, "steps": [
+            {"id": "build", "prompt": "build it", "env": {"BASH_ENV": "/w/rc"}},
+            {"id": "check", "prompt": "check it",
+             "runner": {"env": {"LD_LIBRARY_PATH": "/opt/lib"}, "settings": {"env": {"ENV": "/w/rc"}}}},
+        ]},
+        runner={"settings": {"env": {"GLIBC_TUNABLES": "glibc.malloc.check=3", "OTHER": "1"}}},
+    )
+    named = [warning.split(" is cleared")[0] for warning in cleared_env_warnings(eval_config)]
+    assert named == [
+        "execution.env.LD_PRELOAD",
+        "runner.settings.env.GLIBC_TUNABLES",
+        "execution.steps[0].env.BASH_ENV",
+        "execution.steps[1].runner.env.LD_LIBRARY_PATH",
+        "execution.steps[1].runner.settings.env.ENV",
+    ]
+    assert all("set it in the tool's own command" in warning for warning in cleared_env_warnings(eval_config))
+    # The same variables are what the managed settings clear: the warning names nothing they keep.
+    built = build_container_settings(eval_config, handlers(ASK), workspace_env=env)
+    assert {name.rsplit(".", 1)[1] for name in named} <= set(built.managed_settings["env"])
+
+
+def test_without_interception_an_eval_s_loader_variables_pass_unwarned():
+    eval_config = config(execution={"env": {"LD_PRELOAD": "/opt/lib/fake.so"}},
+                         runner={"env": {"LD_LIBRARY_PATH": "/opt/lib"}, "settings": {"env": "not a mapping"}})
+    assert cleared_env_warnings(eval_config) == []
+    assert "env" not in build_container_settings(eval_config, None, workspace_env={}).managed_settings
