@@ -25,11 +25,13 @@ from docker.types import Mount
 
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 from agent_eval_sandbox.sandbox.host_paths import MountMap, mounts_of, own_container_id
 
 # Files container engines leave in every container's root.
 _CONTAINER_MARKERS = (Path("/.dockerenv"), Path("/run/.containerenv"))
 PROBE_TARGET = "/aes-probe"
+_TOKEN_FILE = "token"
 
 
 @dataclass(frozen=True)
@@ -66,13 +68,21 @@ def probe_visible(api: docker.APIClient, image: str, root: Path, daemon_root: Pa
                   container: str | None) -> str | None:
     """None when the daemon's `daemon_root` is our `root`; else why not.
 
-    A marker of random content is written under `root`, and read back through
-    a container (created, never started) that bind-mounts `daemon_root`.
+    A marker of random content is written under `root` (in a held directory, see
+    held_dirs.py), and read back through a container (created, never started)
+    that bind-mounts `daemon_root`.
     """
     root.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
-    marker = root / f".aes-probe-{token[:12]}"
-    marker.write_text(token)
+    # A held directory, so that a controller killed during the probe leaves nothing the next sweep keeps.
+    with HeldDir(root, "aes-probe-") as marker:
+        (marker.path / _TOKEN_FILE).write_text(token)
+        return _read_through_daemon(api, image, f"{marker.path.name}/{_TOKEN_FILE}", token, daemon_root, owner,
+                                    container)
+
+
+def _read_through_daemon(api: docker.APIClient, image: str, name: str, token: str, daemon_root: Path,
+                         owner: L.Owner, container: str | None) -> str | None:
     container_id: str | None = None
     try:
         with docker_errors("checking which directories the Docker daemon sees"):
@@ -91,13 +101,12 @@ def probe_visible(api: docker.APIClient, image: str, root: Path, daemon_root: Pa
                     return f"{daemon_root} does not exist on the daemon's machine"
                 raise
             try:
-                stream, _ = api.get_archive(container_id, f"{PROBE_TARGET}/{marker.name}")
+                stream, _ = api.get_archive(container_id, f"{PROBE_TARGET}/{name}")
             except docker.errors.NotFound:
                 return f"the daemon's {daemon_root} is another directory"
             seen = _single_file(b"".join(stream))
         return None if seen == token.encode() else f"the daemon's {daemon_root} is another directory"
     finally:
-        marker.unlink(missing_ok=True)
         if container_id is not None:
             with contextlib.suppress(docker.errors.DockerException):
                 api.remove_container(container_id, force=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,7 @@ import yaml
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.docker_backend import DockerBackend
 from agent_eval_sandbox.sandbox.docker_host import probe_visible
+from agent_eval_sandbox.sandbox.held_dirs import lock_path_of, sweep_abandoned
 from agent_eval_sandbox.sandbox.host_paths import HostPaths, MountMap, SharedDirError
 from tests.integration.controller.conftest import (
     SOCKET,
@@ -204,6 +207,40 @@ def test_the_probe_tells_the_same_directory_from_a_namesake(sandbox_image, tmp_p
         backend.check_host_paths(HostPaths(ours, (MountMap(PurePosixPath(ours), PurePosixPath(other)),),
                                            in_container=True), sandbox_image)
     backend.check_host_paths(HostPaths(ours, in_container=True), sandbox_image)
+    assert leftovers("probe") == []
+
+
+def test_the_probe_s_marker_is_held_while_the_daemon_reads_it(sandbox_image, tmp_path):
+    """A controller killed mid-probe leaves its marker to the next sweep: while the daemon reads it, the
+    marker is a held directory that a sweep keeps; once the lock's holder is gone, a sweep removes it."""
+    ours = tmp_path / "ours"
+    api = DockerBackend().client.api
+    seen: dict[str, object] = {}
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(api, name)
+
+        def get_archive(self, container, path, **kwargs):
+            seen["entries"] = sorted(entry.name for entry in ours.iterdir())
+            seen["swept"] = sweep_abandoned([ours])
+            # As a kill -9 would leave it: the lock file without its holder, the marker beside it.
+            marker = next(entry for entry in ours.iterdir() if not entry.name.endswith(".lock"))
+            leftover = tmp_path / "leftover"
+            shutil.copytree(marker, leftover / marker.name)
+            shutil.copy(lock_path_of(marker), leftover / lock_path_of(marker).name)
+            seen["leftover"] = leftover
+            return api.get_archive(container, path, **kwargs)
+
+    assert probe_visible(Spy(), sandbox_image, ours, ours, L.current_owner(), None) is None
+    marker_name = seen["entries"][0]
+    assert re.fullmatch(r"aes-probe-[0-9a-f]{8}", marker_name) and seen["entries"] == [marker_name,
+                                                                                      marker_name + ".lock"]
+    assert seen["swept"] == []
+    assert list(ours.iterdir()) == []
+    leftover = seen["leftover"]
+    assert sweep_abandoned([leftover]) == [leftover / marker_name]
+    assert list(leftover.iterdir()) == []
     assert leftovers("probe") == []
 
 
