@@ -16,7 +16,9 @@ hostnames are not consulted, so this holds across pid namespaces too.
 What is swept is only what this tool provably made: a name of its shape whose
 lock file is this user's and holds `LOCK_MARK`, which the maker writes once it
 holds the lock. An unmarked lock is never swept, so a sweeper can never take a
-lock its maker is about to take. A sweeper removes the entry before the lock:
+lock its maker is about to take. Where the file system allows, the lock is made
+without a name, held and marked, and only then linked in, so no kill leaves an
+unmarked one behind. A sweeper removes the entry before the lock:
 one interrupted half-way leaves a marked lock for the next sweep.
 """
 
@@ -123,9 +125,49 @@ class HeldSymlink(_Held):
 def _claim(path: Path) -> int | None:
     """`path`'s lock, new, held and marked; None when the name is taken."""
     try:
-        fd = os.open(lock_path_of(path), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = _claim_unnamed(path)
+        return fd if fd is not None else _claim_named(path)
     except FileExistsError:
         return None
+
+
+def _claim_unnamed(path: Path) -> int | None:
+    """The lock made without a name, held and marked, then linked in as `path`'s: a maker killed at any
+    point leaves either nothing or a marked lock, never the empty file a sweep must keep. None where the
+    file system or the platform cannot (the caller falls back to `_claim_named`)."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        fd = os.open(path.parent, flag | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None  # EOPNOTSUPP, or EISDIR on kernels before 3.11
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, LOCK_MARK)
+        # linkat(AT_SYMLINK_FOLLOW) of /proc's link to it (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH);
+        # a src_dir_fd makes os.link call linkat at all: without one it calls link(), which follows nothing.
+        proc_fds = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.link(str(fd), lock_path_of(path), src_dir_fd=proc_fds, follow_symlinks=True)
+        finally:
+            os.close(proc_fds)
+    except FileExistsError:
+        os.close(fd)
+        raise
+    except OSError:
+        os.close(fd)  # no /proc, say: nothing of this attempt has a name
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _claim_named(path: Path) -> int:
+    """The lock made under its name, then held and marked: a maker killed in between leaves it empty
+    (and unswept, as anyone's unmarked file). Raises FileExistsError when the name is taken."""
+    fd = os.open(lock_path_of(path), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         # Nobody else takes an unmarked lock, so this does not wait.
         fcntl.flock(fd, fcntl.LOCK_EX)

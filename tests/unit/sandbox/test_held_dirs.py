@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -234,4 +235,64 @@ def test_an_entry_its_maker_could_not_remove_is_left_for_a_sweep(tmp_path, monke
     assert (held.path / "f").exists() and lock_path_of(held.path).read_bytes() == LOCK_MARK
     monkeypatch.undo()
     assert sweep_abandoned([tmp_path]) == [held.path]
+    assert list(tmp_path.iterdir()) == []
+
+
+CLAIMER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from agent_eval_sandbox.sandbox.held_dirs import HeldDir
+    base = Path(sys.argv[1])
+    print("ready", flush=True)
+    while True:
+        HeldDir(base, "aes-k-").release()
+""")
+
+
+def test_makers_killed_at_random_points_leave_nothing_a_sweep_keeps(tmp_path):
+    """With the lock made unnamed, marked and only then linked in, no kill leaves an empty lock behind
+    (red team round 9: 11 % of random kills did, with the lock made under its name first)."""
+    base = tmp_path / "base"
+    base.mkdir()
+    for delay in [i % 10 / 1000 for i in range(40)]:
+        proc = subprocess.Popen([sys.executable, "-c", CLAIMER, str(base)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+    sweep_abandoned([base])
+    left = {p.name: (p.stat().st_size, p.read_bytes()[:20]) for p in base.iterdir()}
+    assert left == {}
+
+
+def test_without_unnamed_files_a_lock_is_made_under_its_name_and_still_marked(tmp_path, monkeypatch):
+    monkeypatch.delattr(held_dirs.os, "O_TMPFILE", raising=False)
+    held = HeldDir(tmp_path, "aes-")
+    assert lock_path_of(held.path).read_bytes() == LOCK_MARK
+    assert sweep_abandoned([tmp_path]) == [] and held.path.is_dir()
+    held.release()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_name_whose_lock_exists_is_passed_over_and_the_lock_left_alone(tmp_path, monkeypatch):
+    names = iter(["0badf00d", "c0ffee00"])
+    monkeypatch.setattr(held_dirs.secrets, "token_hex", lambda n: next(names))
+    lock_path_of(tmp_path / "aes-0badf00d").write_bytes(b"someone's")
+    held = HeldDir(tmp_path, "aes-")
+    assert held.path.name == "aes-c0ffee00"
+    assert lock_path_of(tmp_path / "aes-0badf00d").read_bytes() == b"someone's"
+    held.release()
+    assert [p.name for p in tmp_path.iterdir()] == ["aes-0badf00d.lock"]
+
+
+def test_on_linux_temp_directories_the_lock_appears_marked_and_held(tmp_path):
+    # ext4 and tmpfs (the temp directories of the dev VMs and CI) make unnamed files.
+    path = tmp_path / "aes-0000dddd"
+    fd = held_dirs._claim_unnamed(path)
+    assert fd is not None
+    assert lock_path_of(path).read_bytes() == LOCK_MARK and sweep_abandoned([tmp_path]) == []
+    os.close(fd)
+    assert list(tmp_path.iterdir()) == [lock_path_of(path)]
+    sweep_abandoned([tmp_path])  # a lock without its entry goes quietly
     assert list(tmp_path.iterdir()) == []
