@@ -296,3 +296,46 @@ def test_on_linux_temp_directories_the_lock_appears_marked_and_held(tmp_path):
     assert list(tmp_path.iterdir()) == [lock_path_of(path)]
     sweep_abandoned([tmp_path])  # a lock without its entry goes quietly
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_mark_is_on_the_disk_before_the_lock_has_a_name(tmp_path, monkeypatch):
+    """Red team round 10, B1: after a power cut ext4 kept the link and not the data, an empty lock."""
+    calls: list[str] = []
+    real_fsync, real_link = held_dirs.os.fsync, held_dirs.os.link
+
+    def fsync(fd):
+        calls.append(f"fsync {os.pread(fd, len(LOCK_MARK), 0) == LOCK_MARK}")
+        real_fsync(fd)
+
+    def link(src, dst, **kwargs):
+        calls.append("link")
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(held_dirs.os, "fsync", fsync)
+    monkeypatch.setattr(held_dirs.os, "link", link)
+    held = HeldDir(tmp_path, "aes-")
+    assert calls == ["fsync True", "link"]
+    held.release()
+
+
+FSIZE_MAKER = textwrap.dedent("""
+    import resource, sys
+    from pathlib import Path
+    from agent_eval_sandbox.sandbox.held_dirs import HeldDir
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))  # as a batch system's `ulimit -f` would
+    try:
+        HeldDir(Path(sys.argv[1]), "aes-t-")
+    except OSError as exc:
+        print("refused:", exc)
+    else:
+        print("made")
+""")
+
+
+def test_a_mark_written_in_part_is_an_error_not_a_lock_no_sweep_takes(tmp_path):
+    """Red team round 10, B3: with 16 of its 70 bytes written, the entry was made, and after a kill it
+    stayed for good."""
+    made = subprocess.run([sys.executable, "-c", FSIZE_MAKER, str(tmp_path)], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert made.stdout.startswith("refused:") and "lock mark" in made.stdout, made.stdout + made.stderr
+    assert list(tmp_path.iterdir()) == []
