@@ -21,8 +21,8 @@ name (O_TMPFILE), holds it, marks it, syncs it and only then links it in, so no
 kill and no power cut leaves an unmarked one behind. Where it cannot (a file system
 without unnamed files, no /proc of its own), it makes the lock under its name
 first, and a kill in the microseconds before the mark leaves an empty lock that
-stays. A sweeper removes the entry before the lock:
-one interrupted half-way leaves a marked lock for the next sweep.
+stays. A sweeper removes the entry before the lock: one interrupted half-way
+leaves a marked lock for the next sweep.
 """
 
 from __future__ import annotations
@@ -160,15 +160,11 @@ def _claim_unnamed(path: Path) -> int | None:
             os.link(str(fd), lock_path_of(path), src_dir_fd=proc_fds, follow_symlinks=True)
         finally:
             os.close(proc_fds)
-    except FileExistsError:
+    except BaseException as exc:
         os.close(fd)
-        raise
-    except OSError:
-        # No /proc, or another pid namespace's, or no descriptor left: nothing of this attempt has a name.
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
+        if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
+            # No /proc, or another pid namespace's, or no descriptor left: nothing of this attempt has a name.
+            return None
         raise
     return fd
 
@@ -202,14 +198,16 @@ def _drop_claim(path: Path, fd: int) -> None:
         os.close(fd)
 
 
-def _remove_entry(name: str, dir_fd: int) -> None:
-    """Remove this user's directory or symlink `name` in the directory `dir_fd`; never through a symlink."""
+def _remove_entry(name: str, dir_fd: int) -> str | None:
+    """Remove this user's directory or symlink `name` in the directory `dir_fd`, never through a symlink;
+    return the kind found there (`_own_kind`), None when there was nothing of ours."""
     kind = _own_kind(name, dir_fd)
     if kind == "dir":
         shutil.rmtree(name, ignore_errors=True, dir_fd=dir_fd)
     elif kind == "link":
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=dir_fd)
+    return kind
 
 
 def _own_kind(name: str, dir_fd: int) -> str | None:
@@ -273,8 +271,7 @@ def _sweep_one(name: str, dir_fd: int) -> bool:
             return False  # its maker lives (or the file system has no flock: keep it)
         if os.fstat(fd).st_nlink == 0 or os.pread(fd, len(LOCK_MARK) + 1, 0) != LOCK_MARK:
             return False  # released meanwhile, or not this tool's
-        existed = _own_kind(name, dir_fd) is not None
-        _remove_entry(name, dir_fd)
+        existed = _remove_entry(name, dir_fd) is not None
         if _own_kind(name, dir_fd) is not None:
             return False  # could not remove it all: the marked lock stays for a later sweep
         # Nothing of ours is left under the name (what may be there now is someone else's): the lock goes.
