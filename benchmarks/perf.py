@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/perf.py e2e     [--cases 8] [--runs 5] [--tool-calls 1] [--model-delay 0] [--cpus 1]
     .venv/bin/python benchmarks/perf.py latency [--requests 500]         # gateway and hook broker, per request
     .venv/bin/python benchmarks/perf.py soak    [--cases 1000]           # memory, descriptors, leftovers, rate
+    .venv/bin/python benchmarks/perf.py budget  [--cases 8] [--more 24] [--runs 5] [--cpus 1]  # who spends a case's CPU
 
 `e2e` runs an eval of trivial cases (one Bash call and an answer each, the
 scripted model offline) through `agent-eval-sandbox run`, `--runs` times at
@@ -28,6 +29,14 @@ interleaved, and hook-broker round trips (the hook client's protocol) — p50
 and p99. `soak` runs `--cases` trivial cases at parallelism 2 and samples the
 controller's RSS and open descriptors against the number of finished cases,
 then counts what the run left behind (containers, volumes, temp directories).
+
+`budget` says who spends the CPU a case costs the machine, the figure that
+bounds the parallel speed-up on a busy machine: a run of `--cases` and one of
+`--cases + --more` at parallelism 2, the difference divided by `--more` (so the
+run's own start and scoring drop out), split by the kernel's counters
+(`cpu_accounts.py`) into the containers (and, by polling, their processes),
+dockerd, containerd, the controller and the rest; beside it what the same cases
+cost the machine and the CLI itself when run on the host.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +65,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.cpu_accounts import ContainerProcesses, CpuReading, CpuSpent, containers_cgroup  # noqa: E402
 from tests.integration.claude_on_host import host_claude_argv, host_claude_env  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
@@ -90,7 +101,8 @@ def trivial_project(root: Path, cases: int, tool_calls: int = 1, model_delay_s: 
         case.mkdir(parents=True)
         (case / "input.yaml").write_text(yaml.safe_dump({"task": f"mark case {index}"}))
         (case / "notes.txt").write_text(f"notes of case {index}\n")
-        steps = [{"tool": "Bash", "input": {"command": f"echo case-{index} > marker.txt && cat notes.txt"}}]
+        steps: list[dict[str, Any]] = [
+            {"tool": "Bash", "input": {"command": f"echo case-{index} > marker.txt && cat notes.txt"}}]
         steps += [{"tool": "Bash", "input": {"command": f"echo call-{call} >> marker.txt && wc -l marker.txt"}}
                   for call in range(1, tool_calls)]
         steps.append({"text": f"case {index} marked"})
@@ -109,12 +121,13 @@ class RunMeasure:
     @property
     def span_s(self) -> float:
         """From the first case's start to the last one's end: the cases, without the run's set-up and scoring."""
-        return (max(c["started_at"] + c["duration_s"] for c in self.cases)
-                - min(c["started_at"] for c in self.cases))
+        start, end = self.span
+        return end - start
 
     @property
     def span(self) -> tuple[float, float]:
-        return (min(c["started_at"] for c in self.cases), max(c["started_at"] + c["duration_s"] for c in self.cases))
+        return (min(float(c["started_at"]) for c in self.cases),
+                max(float(c["started_at"]) + float(c["duration_s"]) for c in self.cases))
 
     @property
     def overheads(self) -> list[float]:
@@ -605,6 +618,133 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+# ---- budget ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class BudgetRound:
+    """One round's CPU a case, in CPU-seconds: the sandboxed run's marginal case, split; what the poll saw
+    of each kind of process in a container; and the same cases on the host."""
+
+    sandboxed: CpuSpent
+    in_container: dict[str, float]
+    host_sequential: CpuSpent
+    host_pairs: CpuSpent
+
+
+@dataclass
+class SpentRun:
+    """What a run cost: its CPU by who spent it, and what the poll saw of each kind of process in its
+    containers (empty without the containers' cgroup)."""
+
+    spent: CpuSpent
+    in_containers: dict[str, float]
+
+
+def measured_run(eval_yaml: Path, parallelism: int, runs_dir: Path, cgroup: Path | None) -> SpentRun:
+    with ContainerProcesses(cgroup) if cgroup is not None else nullcontext() as processes:
+        before = CpuReading.now()
+        run_eval(eval_yaml, parallelism, runs_dir)
+        spent = CpuReading.now().since(before)
+    return SpentRun(spent, processes.by_label() if processes is not None else {})
+
+
+def marginal_in_containers(short: dict[str, float], long: dict[str, float], more: int) -> dict[str, float]:
+    """CPU-seconds a case of each kind of process the poll saw: the longer run's beyond the shorter one's."""
+    labels = list(long) + [label for label in short if label not in long]
+    return {label: (long.get(label, 0.0) - short.get(label, 0.0)) / more for label in labels}
+
+
+def budget(args: argparse.Namespace) -> dict[str, Any]:
+    from agent_eval_sandbox.sandbox.claude_binary import ensure_claude_binary
+
+    image = sandbox_image()
+    claude = ensure_claude_binary().path
+    cgroup = containers_cgroup()
+    print(f"image {image}; {load_line()}", flush=True)
+    if cgroup is None:
+        print("note: no cgroup of Docker's containers here (the systemd driver?): their share stays in the rest",
+              flush=True)
+    rounds: list[BudgetRound] = []
+    with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp:
+        scratch = Path(tmp)
+        short = trivial_project(scratch / "short", args.cases, cpus=args.cpus)
+        long = trivial_project(scratch / "long", args.cases + args.more, cpus=args.cpus)
+        warm = run_eval(short, args.parallelism, scratch / "runs")
+        cases = host_cases(short.parent, warm.run_dir)
+        run_on_host(cases[0], short.parent, claude, scratch)
+        for index in range(args.runs):
+            short_run = measured_run(short, args.parallelism, scratch / "runs", cgroup)
+            long_run = measured_run(long, args.parallelism, scratch / "runs", cgroup)
+            before = CpuReading.now()
+            host_sequential(cases, short.parent, claude, scratch)
+            host_sequential_spent = CpuReading.now().since(before)
+            before = CpuReading.now()
+            host_two_at_once(cases, short.parent, claude, scratch)
+            host_pairs_spent = CpuReading.now().since(before)
+            one = BudgetRound(
+                sandboxed=long_run.spent.minus(short_run.spent).per(args.more),
+                in_container=marginal_in_containers(short_run.in_containers, long_run.in_containers, args.more),
+                host_sequential=host_sequential_spent.per(len(cases)),
+                host_pairs=host_pairs_spent.per(len(cases)),
+            )
+            rounds.append(one)
+            print(f"round {index + 1}/{args.runs}: a case costs the machine {ms(one.sandboxed.machine_but_own or 0)}, "
+                  f"on the host {ms(one.host_pairs.machine_but_own or 0)} two at once; {load_line()}", flush=True)
+
+    def median(value: Callable[[BudgetRound], float | None]) -> float | None:
+        values = [v for v in (value(r) for r in rounds) if v is not None]
+        return statistics.median(values) if values else None
+
+    def shown(value: float | None) -> str:
+        return "n/a" if value is None else f"{value * 1000:6.0f} ms"
+
+    parts = {
+        "machine": median(lambda r: r.sandboxed.machine_but_own),
+        "containers": median(lambda r: r.sandboxed.containers),
+        "dockerd": median(lambda r: r.sandboxed.dockerd),
+        "containerd": median(lambda r: r.sandboxed.containerd),
+        "controller": median(lambda r: r.sandboxed.children),
+        "benchmark": median(lambda r: r.sandboxed.own),
+        "rest": median(lambda r: r.sandboxed.rest),
+    }
+    labels = list(dict.fromkeys(label for r in rounds for label in r.in_container))
+    in_container = {label: statistics.median(r.in_container.get(label, 0.0) for r in rounds) for label in labels}
+    seen = sum(in_container.values())
+    host = {
+        "machine_sequential": median(lambda r: r.host_sequential.machine_but_own),
+        "machine_pairs": median(lambda r: r.host_pairs.machine_but_own),
+        "cli_sequential": median(lambda r: r.host_sequential.children),
+    }
+    ratios = [r.sandboxed.machine_but_own / r.host_pairs.machine_but_own for r in rounds
+              if r.sandboxed.machine_but_own is not None and r.host_pairs.machine_but_own]
+    ratio = statistics.median(ratios) if ratios else None
+    print(f"\nCPU a case at parallelism {args.parallelism}, sandbox.cpus {args.cpus or 1:g}: runs of {args.cases} "
+          f"and {args.cases + args.more} cases, the difference / {args.more}; medians of {args.runs} rounds; "
+          f"{load_line()}")
+    print(f"  the machine, but this benchmark          {shown(parts['machine'])}   host, two at once: "
+          f"{shown(host['machine_pairs'])} ({'n/a' if ratio is None else f'{ratio:.2f}x'}"
+          f"{'' if not ratios else '; ' + spread(ratios)})")
+    print(f"    Docker's containers                    {shown(parts['containers'])}")
+    for label, value in in_container.items():
+        if abs(value) >= 0.0005:
+            print(f"      {label:36s} {shown(value)}")
+    if parts["containers"] is not None and in_container:
+        print(f"      {'not seen by the poll':36s} {shown(parts['containers'] - seen)}   "
+              "(exits, and what lived under a poll)")
+    print(f"    dockerd                                {shown(parts['dockerd'])}")
+    print(f"    containerd                             {shown(parts['containerd'])}")
+    print(f"    the controller (`run`)                 {shown(parts['controller'])}")
+    print(f"    the rest: shims, runc, kernel threads  {shown(parts['rest'])}")
+    print(f"  (this benchmark's samplers               {shown(parts['benchmark'])}, not counted above)")
+    print(f"  the same cases on the host, one after the other: the machine {shown(host['machine_sequential'])}, "
+          f"the CLI and its children {shown(host['cli_sequential'])}")
+    return {"cases": args.cases, "more": args.more, "parallelism": args.parallelism, "runs": args.runs,
+            "sandbox_cpus": args.cpus or 1,
+            "sandboxed_case_s": parts, "in_container_case_s": in_container, "host_case_s": host,
+            "machine_over_host_pairs": ratio, "machine_over_host_pairs_rounds": ratios}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json-out", help="also write the figures to this file")
@@ -628,6 +768,13 @@ def main() -> None:
     long.add_argument("--samples-out", help="write every sample (seconds, finished cases, RSS, fds) here")
     long.add_argument("--keep", action="store_true", help="keep the project and the run directory")
     long.set_defaults(func=soak)
+    spend = commands.add_parser("budget", help="who spends the CPU a case costs the machine")
+    spend.add_argument("--cases", type=int, default=8, help="cases of the shorter run, and the host's")
+    spend.add_argument("--more", type=int, default=24, help="cases the longer run has beyond the shorter")
+    spend.add_argument("--runs", type=int, default=5)
+    spend.add_argument("--parallelism", type=int, default=2)
+    spend.add_argument("--cpus", type=float, help="the sandboxes' CPU limit (sandbox.cpus; default: 1, the tool's)")
+    spend.set_defaults(func=budget)
     args = parser.parse_args()
     results = args.func(args)
     if args.json_out:

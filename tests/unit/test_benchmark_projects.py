@@ -65,3 +65,12 @@ def test_a_round_s_ratios_come_from_its_own_runs(perf: ModuleType) -> None:
     assert one.speedup_over_ceiling() == pytest.approx((8.0 / 5.0) / (6.0 / 3.75))
     assert one.cpu_over_host() == pytest.approx(1.65)
     assert perf.spread([0.91, 0.74, 0.8]) == "rounds 0.74-0.91"
+
+
+def test_what_the_poll_saw_a_case_is_the_longer_run_s_beyond_the_shorter_one_s(perf: ModuleType) -> None:
+    short = {"claude": 2.0, "docker-init": 0.1}
+    long = {"claude": 8.0, "docker-init": 0.4, "bash": 0.06}
+    per_case = perf.marginal_in_containers(short, long, 6)
+    assert per_case == pytest.approx({"claude": 1.0, "docker-init": 0.05, "bash": 0.01})
+    assert list(per_case) == ["claude", "docker-init", "bash"]
+    assert perf.marginal_in_containers({"gone": 0.6}, {}, 6) == pytest.approx({"gone": -0.1})

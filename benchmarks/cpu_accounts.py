@@ -1,0 +1,214 @@
+"""Who spent a run's CPU: the machine's busy time split by the kernel's own counters.
+
+`perf.py budget` reads these before and after a run: the machine (`/proc/stat`),
+every container of Docker's (the cgroup Docker puts them under, which keeps what a
+removed container spent), `dockerd` and `containerd` (their own time and their
+reaped children's), this process's reaped children (the `run` commands, the host
+CLIs) and this process itself (its samplers). What is left is the containerd shims,
+runc, and the kernel's own threads.
+
+`ContainerProcesses` splits the containers' share by process: it polls their
+cgroups' processes and keeps each one's last reading. A process's time after its
+last poll, its exit (a CLI freeing its heap) and processes shorter than a poll are
+not seen there; they stay in the containers' total.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+# The cgroup Docker's cgroupfs driver puts its containers under, v1 and v2. The systemd driver puts them
+# beside every other service in system.slice, where they cannot be told apart once removed.
+DOCKER_CGROUPS_V1 = Path("/sys/fs/cgroup/cpuacct/docker")
+DOCKER_CGROUPS_V2 = Path("/sys/fs/cgroup/docker")
+
+
+def machine_busy_s() -> float:
+    """CPU-seconds every core spent busy since boot (all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(t) for t in stat.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) * _TICK_S
+
+
+def containers_cgroup() -> Path | None:
+    for path in (DOCKER_CGROUPS_V1, DOCKER_CGROUPS_V2):
+        if path.is_dir():
+            return path
+    return None
+
+
+def cgroup_cpu_s(cgroup: Path) -> float:
+    """A cgroup's CPU-seconds, its removed children's included."""
+    v1 = cgroup / "cpuacct.usage"
+    if v1.exists():
+        return int(v1.read_text()) / 1e9
+    for line in (cgroup / "cpu.stat").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "usage_usec":
+            return int(value) / 1e6
+    raise ValueError(f"no CPU usage in {cgroup}")
+
+
+def stat_cpu_s(stat_line: str, *, with_children: bool) -> float:
+    """utime + stime (+ the reaped children's) of one `/proc/<pid>/stat` line."""
+    after_name = stat_line.rsplit(")", 1)[1].split()
+    ticks = int(after_name[11]) + int(after_name[12])
+    if with_children:
+        ticks += int(after_name[13]) + int(after_name[14])
+    return ticks * _TICK_S
+
+
+def daemon_cpu_s(name: str) -> float | None:
+    """A daemon's CPU-seconds and its reaped children's, by its exact process name; None if not running.
+
+    It reads `/proc` rather than run `pgrep`: a child of this process would count as the controller's."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().rstrip("\n") == name:
+                return stat_cpu_s((entry / "stat").read_text(), with_children=True)
+        except OSError:
+            continue
+    return None
+
+
+def _rusage_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """CPU-seconds so far, by who spent them; a part that cannot be read here is None."""
+
+    machine: float
+    containers: float | None
+    dockerd: float | None
+    containerd: float | None
+    children: float
+    own: float
+
+    @classmethod
+    def now(cls) -> CpuReading:
+        cgroup = containers_cgroup()
+        return cls(
+            machine=machine_busy_s(),
+            containers=cgroup_cpu_s(cgroup) if cgroup is not None else None,
+            dockerd=daemon_cpu_s("dockerd"),
+            containerd=daemon_cpu_s("containerd"),
+            children=_rusage_s(resource.RUSAGE_CHILDREN),
+            own=_rusage_s(resource.RUSAGE_SELF),
+        )
+
+    def since(self, earlier: CpuReading) -> CpuSpent:
+        def delta(name: str) -> float | None:
+            now, then = getattr(self, name), getattr(earlier, name)
+            return None if now is None or then is None else now - then
+
+        return CpuSpent(**{f.name: delta(f.name) for f in fields(CpuReading)})
+
+
+@dataclass(frozen=True)
+class CpuSpent:
+    """CPU-seconds spent over a stretch, by who spent them (the fields of `CpuReading`)."""
+
+    machine: float | None
+    containers: float | None
+    dockerd: float | None
+    containerd: float | None
+    children: float | None
+    own: float | None
+
+    @property
+    def machine_but_own(self) -> float | None:
+        """The machine's busy time but this process's (what the work measured cost, not its measuring)."""
+        return None if self.machine is None or self.own is None else self.machine - self.own
+
+    @property
+    def rest(self) -> float | None:
+        """The machine's time no part accounts for: shims, runc, kernel threads, other processes.
+        None when a part could not be read (it would hide in here)."""
+        parts = [self.containers, self.dockerd, self.containerd, self.children, self.own]
+        if self.machine is None or any(p is None for p in parts):
+            return None
+        return self.machine - sum(p for p in parts if p is not None)
+
+    def minus(self, other: CpuSpent) -> CpuSpent:
+        """What this stretch spent beyond `other` (a longer run's spend beyond a shorter one's)."""
+        def delta(name: str) -> float | None:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            return None if mine is None or theirs is None else mine - theirs
+
+        return CpuSpent(**{f.name: delta(f.name) for f in fields(CpuSpent)})
+
+    def per(self, count: int) -> CpuSpent:
+        return CpuSpent(**{f.name: (None if getattr(self, f.name) is None else getattr(self, f.name) / count)
+                           for f in fields(CpuSpent)})
+
+
+def process_label(exe: str, argv: list[str]) -> str:
+    """What a process in a sandbox is, for the split: its program, and for an interpreter its script."""
+    name = os.path.basename(exe)
+    script = next((os.path.basename(a) for a in argv[1:] if a.endswith(".py")), None)
+    return f"{name} {script}" if script and name.startswith("python") else name
+
+
+class ContainerProcesses:
+    """Polls the processes of every container under `cgroup` every `interval_s`, keeping each one's last
+    CPU reading (its dead threads' included) and what it last was (a process that execs is counted as what
+    it became)."""
+
+    def __init__(self, cgroup: Path, interval_s: float = 0.01) -> None:
+        self._cgroup = cgroup
+        self._interval_s = interval_s
+        self._last: dict[tuple[str, str], tuple[str, float]] = {}  # (container, pid) -> (label, CPU-seconds)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ContainerProcesses:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            for container in self._cgroup.iterdir():
+                if not container.is_dir():
+                    continue
+                try:
+                    pids = (container / "cgroup.procs").read_text().split()
+                except OSError:
+                    continue
+                for pid in pids:
+                    try:
+                        stat = Path(f"/proc/{pid}/stat").read_text()
+                        exe = os.readlink(f"/proc/{pid}/exe")
+                        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+                    except OSError:
+                        continue
+                    self._last[(container.name, pid)] = (process_label(exe, argv),
+                                                         stat_cpu_s(stat, with_children=False))
+            self._stop.wait(self._interval_s)
+
+    def by_label(self) -> dict[str, float]:
+        """CPU-seconds seen, summed by what the processes were."""
+        return group_by_label(self._last.values())
+
+
+def group_by_label(readings: Iterable[tuple[str, float]]) -> dict[str, float]:
+    totals: dict[str, float] = defaultdict(float)
+    for label, seconds in readings:
+        totals[label] += seconds
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
