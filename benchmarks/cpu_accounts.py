@@ -15,9 +15,11 @@ not seen there; they stay in the containers' total.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -66,19 +68,45 @@ def stat_cpu_s(stat_line: str, *, with_children: bool) -> float:
     return ticks * _TICK_S
 
 
+_daemon_pids: dict[str, str] = {}
+
+
+def _daemon_pid(name: str) -> str | None:
+    known = _daemon_pids.get(name)
+    with contextlib.suppress(OSError):
+        if known is not None and Path(f"/proc/{known}/comm").read_text().rstrip("\n") == name:
+            return known
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if (entry / "comm").read_text().rstrip("\n") == name:
+                _daemon_pids[name] = entry.name
+                return entry.name
+    return None
+
+
 def daemon_cpu_s(name: str) -> float | None:
     """A daemon's CPU-seconds and its reaped children's, by its exact process name; None if not running.
 
     It reads `/proc` rather than run `pgrep`: a child of this process would count as the controller's."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if (entry / "comm").read_text().rstrip("\n") == name:
-                return stat_cpu_s((entry / "stat").read_text(), with_children=True)
-        except OSError:
-            continue
-    return None
+    pid = _daemon_pid(name)
+    if pid is None:
+        return None
+    try:
+        return stat_cpu_s(Path(f"/proc/{pid}/stat").read_text(), with_children=True)
+    except OSError:
+        return None
+
+
+def live_cpu_s(pids: Iterable[int]) -> float:
+    """What running children have spent so far, with their own reaped children (a child not yet reaped
+    is not in RUSAGE_CHILDREN); one gone meanwhile counts nothing."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += stat_cpu_s(Path(f"/proc/{pid}/stat").read_text(), with_children=True)
+    return total
 
 
 def _rusage_s(who: int) -> float:
@@ -98,14 +126,16 @@ class CpuReading:
     own: float
 
     @classmethod
-    def now(cls) -> CpuReading:
+    def now(cls, live_children: Iterable[int] = ()) -> CpuReading:
+        """`live_children`: this process's children still running, whose time counts with the reaped ones'
+        (readings taken while a child runs would not see it otherwise)."""
         cgroup = containers_cgroup()
         return cls(
             machine=machine_busy_s(),
             containers=cgroup_cpu_s(cgroup) if cgroup is not None else None,
             dockerd=daemon_cpu_s("dockerd"),
             containerd=daemon_cpu_s("containerd"),
-            children=_rusage_s(resource.RUSAGE_CHILDREN),
+            children=_rusage_s(resource.RUSAGE_CHILDREN) + live_cpu_s(live_children),
             own=_rusage_s(resource.RUSAGE_SELF),
         )
 
@@ -153,6 +183,38 @@ class CpuSpent:
     def per(self, count: int) -> CpuSpent:
         return CpuSpent(**{f.name: (None if getattr(self, f.name) is None else getattr(self, f.name) / count)
                            for f in fields(CpuSpent)})
+
+
+class CpuSampler:
+    """A `CpuReading` every `interval_s` in a thread of its own, to read any stretch of time afterwards (the
+    span of a run's cases, say). Add a child's pid to `live_children` while it runs."""
+
+    def __init__(self, interval_s: float = 0.02) -> None:
+        self.live_children: set[int] = set()
+        self._interval_s = interval_s
+        self._samples: list[tuple[float, CpuReading]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self._samples.append((time.time(), CpuReading.now(tuple(self.live_children))))
+            self._stop.wait(self._interval_s)
+
+    def spent(self, start: float, end: float) -> CpuSpent:
+        """What was spent from `start` to `end` (epoch seconds, to a sample's interval)."""
+        samples = list(self._samples)
+        first = min(samples, key=lambda sample: abs(sample[0] - start))
+        last = min(samples, key=lambda sample: abs(sample[0] - end))
+        return last[1].since(first[1])
 
 
 def process_label(exe: str, argv: list[str]) -> str:

@@ -33,7 +33,8 @@ then counts what the run left behind (containers, volumes, temp directories).
 `budget` says who spends the CPU a case costs the machine, the figure that
 bounds the parallel speed-up on a busy machine: a run of `--cases` and one of
 `--cases + --more` at parallelism 2, the difference divided by `--more` (so the
-run's own start and scoring drop out), split by the kernel's counters
+run's own start and scoring drop out), over the span of the cases (as `e2e`
+reads the machine) and over the whole runs, split by the kernel's counters
 (`cpu_accounts.py`) into the containers (and, by polling, their processes),
 dockerd, containerd, the controller and the rest; beside it what the same cases
 cost the machine and the CLI itself when run on the host.
@@ -65,7 +66,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.cpu_accounts import ContainerProcesses, CpuReading, CpuSpent, containers_cgroup  # noqa: E402
+from benchmarks.cpu_accounts import (  # noqa: E402
+    ContainerProcesses,
+    CpuReading,
+    CpuSampler,
+    CpuSpent,
+    containers_cgroup,
+)
 from tests.integration.claude_on_host import host_claude_argv, host_claude_env  # noqa: E402
 
 MODEL = "claude-sonnet-4-6"
@@ -173,18 +180,26 @@ class MachineCpu:
 
 
 def run_eval(eval_yaml: Path, parallelism: int, runs_dir: Path, *, run_id: str | None = None,
-             env: dict[str, str] | None = None) -> RunMeasure:
+             env: dict[str, str] | None = None, live: set[int] | None = None) -> RunMeasure:
+    """`live`: a set the `run` process's pid is in while it runs (for a sampler that reads it live)."""
     run_id = run_id or f"bench-{uuid.uuid4().hex[:8]}"
     started = time.perf_counter()
-    process = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-m", "agent_eval_sandbox", "run", str(eval_yaml), "--offline", "--json",
          "--parallelism", str(parallelism), "--runs-dir", str(runs_dir), "--run-id", run_id],
-        capture_output=True, text=True, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
+    if live is not None:
+        live.add(process.pid)
+    try:
+        stdout, stderr = process.communicate()
+    finally:
+        if live is not None:
+            live.discard(process.pid)
     wall = time.perf_counter() - started
     if process.returncode not in (0, 1):
-        raise SystemExit(f"the run failed ({process.returncode}):\n{process.stderr[-3000:]}")
-    data = json.loads(process.stdout)
+        raise SystemExit(f"the run failed ({process.returncode}):\n{stderr[-3000:]}")
+    data = json.loads(stdout)
     cases = list(data["run_result"]["per_case"].values())
     bad = [c for c in cases if c.get("exit_code") != 0]
     if bad:
@@ -623,10 +638,13 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
 
 @dataclass
 class BudgetRound:
-    """One round's CPU a case, in CPU-seconds: the sandboxed run's marginal case, split; what the poll saw
-    of each kind of process in a container; and the same cases on the host."""
+    """One round's CPU a case, in CPU-seconds, each the longer run's beyond the shorter one's ÷ the cases
+    between them: over the span of the cases (what bounds the speed-up, as `e2e` reads the machine's) and
+    over the whole runs (set-up, scoring and the last removals too); what the poll saw of each kind of
+    process in a container (whole runs); and the same cases on the host."""
 
-    sandboxed: CpuSpent
+    span: CpuSpent
+    whole: CpuSpent
     in_container: dict[str, float]
     host_sequential: CpuSpent
     host_pairs: CpuSpent
@@ -634,19 +652,21 @@ class BudgetRound:
 
 @dataclass
 class SpentRun:
-    """What a run cost: its CPU by who spent it, and what the poll saw of each kind of process in its
-    containers (empty without the containers' cgroup)."""
+    """What a run cost: over its cases' span and in all, by who spent it; and what the poll saw of each kind
+    of process in its containers (empty without the containers' cgroup)."""
 
-    spent: CpuSpent
+    span: CpuSpent
+    whole: CpuSpent
     in_containers: dict[str, float]
 
 
-def measured_run(eval_yaml: Path, parallelism: int, runs_dir: Path, cgroup: Path | None) -> SpentRun:
+def measured_run(eval_yaml: Path, parallelism: int, runs_dir: Path, cgroup: Path | None,
+                 sampler: CpuSampler) -> SpentRun:
     with ContainerProcesses(cgroup) if cgroup is not None else nullcontext() as processes:
         before = CpuReading.now()
-        run_eval(eval_yaml, parallelism, runs_dir)
-        spent = CpuReading.now().since(before)
-    return SpentRun(spent, processes.by_label() if processes is not None else {})
+        measure = run_eval(eval_yaml, parallelism, runs_dir, live=sampler.live_children)
+        whole = CpuReading.now().since(before)
+    return SpentRun(sampler.spent(*measure.span), whole, processes.by_label() if processes is not None else {})
 
 
 def marginal_in_containers(short: dict[str, float], long: dict[str, float], more: int) -> dict[str, float]:
@@ -666,7 +686,7 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         print("note: no cgroup of Docker's containers here (the systemd driver?): their share stays in the rest",
               flush=True)
     rounds: list[BudgetRound] = []
-    with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp, CpuSampler() as sampler:
         scratch = Path(tmp)
         short = trivial_project(scratch / "short", args.cases, cpus=args.cpus)
         long = trivial_project(scratch / "long", args.cases + args.more, cpus=args.cpus)
@@ -674,8 +694,8 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         cases = host_cases(short.parent, warm.run_dir)
         run_on_host(cases[0], short.parent, claude, scratch)
         for index in range(args.runs):
-            short_run = measured_run(short, args.parallelism, scratch / "runs", cgroup)
-            long_run = measured_run(long, args.parallelism, scratch / "runs", cgroup)
+            short_run = measured_run(short, args.parallelism, scratch / "runs", cgroup, sampler)
+            long_run = measured_run(long, args.parallelism, scratch / "runs", cgroup, sampler)
             before = CpuReading.now()
             host_sequential(cases, short.parent, claude, scratch)
             host_sequential_spent = CpuReading.now().since(before)
@@ -683,14 +703,16 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
             host_two_at_once(cases, short.parent, claude, scratch)
             host_pairs_spent = CpuReading.now().since(before)
             one = BudgetRound(
-                sandboxed=long_run.spent.minus(short_run.spent).per(args.more),
+                span=long_run.span.minus(short_run.span).per(args.more),
+                whole=long_run.whole.minus(short_run.whole).per(args.more),
                 in_container=marginal_in_containers(short_run.in_containers, long_run.in_containers, args.more),
                 host_sequential=host_sequential_spent.per(len(cases)),
                 host_pairs=host_pairs_spent.per(len(cases)),
             )
             rounds.append(one)
-            print(f"round {index + 1}/{args.runs}: a case costs the machine {ms(one.sandboxed.machine_but_own or 0)}, "
-                  f"on the host {ms(one.host_pairs.machine_but_own or 0)} two at once; {load_line()}", flush=True)
+            print(f"round {index + 1}/{args.runs}: a case costs the machine {ms(one.span.machine_but_own or 0)} "
+                  f"over the cases ({ms(one.whole.machine_but_own or 0)} over the whole run), the host "
+                  f"{ms(one.host_pairs.machine_but_own or 0)} two at once; {load_line()}", flush=True)
 
     def median(value: Callable[[BudgetRound], float | None]) -> float | None:
         values = [v for v in (value(r) for r in rounds) if v is not None]
@@ -699,51 +721,60 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
     def shown(value: float | None) -> str:
         return "n/a" if value is None else f"{value * 1000:6.0f} ms"
 
-    parts = {
-        "machine": median(lambda r: r.sandboxed.machine_but_own),
-        "containers": median(lambda r: r.sandboxed.containers),
-        "dockerd": median(lambda r: r.sandboxed.dockerd),
-        "containerd": median(lambda r: r.sandboxed.containerd),
-        "controller": median(lambda r: r.sandboxed.children),
-        "benchmark": median(lambda r: r.sandboxed.own),
-        "rest": median(lambda r: r.sandboxed.rest),
-    }
+    def split(of: Callable[[BudgetRound], CpuSpent]) -> dict[str, float | None]:
+        return {
+            "machine": median(lambda r: of(r).machine_but_own),
+            "containers": median(lambda r: of(r).containers),
+            "dockerd": median(lambda r: of(r).dockerd),
+            "containerd": median(lambda r: of(r).containerd),
+            "controller": median(lambda r: of(r).children),
+            "benchmark": median(lambda r: of(r).own),
+            "rest": median(lambda r: of(r).rest),
+        }
+
+    span, whole = split(lambda r: r.span), split(lambda r: r.whole)
     labels = list(dict.fromkeys(label for r in rounds for label in r.in_container))
     in_container = {label: statistics.median(r.in_container.get(label, 0.0) for r in rounds) for label in labels}
-    seen = sum(in_container.values())
     host = {
         "machine_sequential": median(lambda r: r.host_sequential.machine_but_own),
         "machine_pairs": median(lambda r: r.host_pairs.machine_but_own),
         "cli_sequential": median(lambda r: r.host_sequential.children),
     }
-    ratios = [r.sandboxed.machine_but_own / r.host_pairs.machine_but_own for r in rounds
-              if r.sandboxed.machine_but_own is not None and r.host_pairs.machine_but_own]
+    ratios = [r.span.machine_but_own / r.host_pairs.machine_but_own for r in rounds
+              if r.span.machine_but_own is not None and r.host_pairs.machine_but_own]
     ratio = statistics.median(ratios) if ratios else None
     print(f"\nCPU a case at parallelism {args.parallelism}, sandbox.cpus {args.cpus or 1:g}: runs of {args.cases} "
           f"and {args.cases + args.more} cases, the difference / {args.more}; medians of {args.runs} rounds; "
           f"{load_line()}")
-    print(f"  the machine, but this benchmark          {shown(parts['machine'])}   host, two at once: "
-          f"{shown(host['machine_pairs'])} ({'n/a' if ratio is None else f'{ratio:.2f}x'}"
-          f"{'' if not ratios else '; ' + spread(ratios)})")
-    print(f"    Docker's containers                    {shown(parts['containers'])}")
-    for label, value in in_container.items():
-        if abs(value) >= 0.0005:
-            print(f"      {label:36s} {shown(value)}")
-    if parts["containers"] is not None and in_container:
-        print(f"      {'not seen by the poll':36s} {shown(parts['containers'] - seen)}   "
-              "(exits, and what lived under a poll)")
-    print(f"    dockerd                                {shown(parts['dockerd'])}")
-    print(f"    containerd                             {shown(parts['containerd'])}")
-    print(f"    the controller (`run`)                 {shown(parts['controller'])}")
-    print(f"    the rest: shims, runc, kernel threads  {shown(parts['rest'])}")
-    print(f"  (this benchmark's samplers               {shown(parts['benchmark'])}, not counted above)")
-    print(f"  the same cases on the host, one after the other: the machine {shown(host['machine_sequential'])}, "
-          f"the CLI and its children {shown(host['cli_sequential'])}")
-    return {"cases": args.cases, "more": args.more, "parallelism": args.parallelism, "runs": args.runs,
-            "sandbox_cpus": args.cpus or 1,
-            "sandboxed_case_s": parts, "in_container_case_s": in_container, "host_case_s": host,
-            "machine_over_host_pairs": ratio, "machine_over_host_pairs_rounds": ratios}
+    print(f"{'':45s}{'the cases':>10s}{'whole run':>11s}")
 
+    def row(name: str, key: str) -> None:
+        print(f"  {name:43s}{shown(span[key]):>10s}{shown(whole[key]):>11s}")
+
+    row("the machine, but this benchmark", "machine")
+    row("  Docker's containers", "containers")
+    row("  dockerd", "dockerd")
+    row("  containerd", "containerd")
+    row("  the controller (`run`)", "controller")
+    row("  the rest: shims, runc, kernel threads", "rest")
+    row("  (this benchmark's samplers, not counted)", "benchmark")
+    print(f"  the host, two at once: {shown(host['machine_pairs']).strip()}; the cases / the host: "
+          f"{'n/a' if ratio is None else f'{ratio:.2f}x'}{'' if not ratios else ' (' + spread(ratios) + ')'}")
+    print(f"  the host, one after the other: the machine {shown(host['machine_sequential']).strip()}, "
+          f"the CLI and its children {shown(host['cli_sequential']).strip()}")
+    if in_container:
+        seen = sum(in_container.values())
+        print("  in the containers, by process (whole runs; a container a case):")
+        for label, value in in_container.items():
+            if abs(value) >= 0.0005:
+                print(f"    {label:41s}{shown(value):>10s}")
+        if whole["containers"] is not None:
+            print(f"    {'not seen by the poll':41s}{shown(whole['containers'] - seen):>10s}"
+                  "   (exits, and what lived under a poll)")
+    return {"cases": args.cases, "more": args.more, "parallelism": args.parallelism, "runs": args.runs,
+            "sandbox_cpus": args.cpus or 1, "over_the_cases_case_s": span, "whole_run_case_s": whole,
+            "in_container_case_s": in_container, "host_case_s": host,
+            "cases_over_host_pairs": ratio, "cases_over_host_pairs_rounds": ratios}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

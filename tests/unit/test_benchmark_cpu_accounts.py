@@ -127,3 +127,37 @@ def test_a_daemon_is_found_by_its_exact_name_without_a_child_process(accounts: M
     assert accounts.daemon_cpu_s(comm) is not None
     assert accounts.daemon_cpu_s("no-such-daemon-here") is None
     assert accounts.CpuReading.now().children == before
+
+
+def test_a_running_child_s_time_counts_before_it_is_reaped(accounts: ModuleType) -> None:
+    """Over the span of a run's cases its `run` process is still running: its time must show live."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
+                              "while time.process_time()-t<0.4: pass\ntime.sleep(30)"])
+    try:
+        time.sleep(1.0)
+        before = accounts.CpuReading.now()
+        live = accounts.CpuReading.now([child.pid])
+        assert live.children - before.children >= 0.35
+        assert accounts.live_cpu_s([child.pid]) >= 0.35
+    finally:
+        child.kill()
+        child.wait()
+    assert accounts.live_cpu_s([child.pid]) == 0  # gone: nothing, not an error
+
+
+def test_the_sampler_reads_what_a_stretch_spent(accounts: ModuleType) -> None:
+    with accounts.CpuSampler(interval_s=0.01) as sampler:
+        time.sleep(0.1)
+        start = time.time()
+        started = time.process_time()
+        while time.process_time() - started < 0.4:
+            pass
+        end = time.time()
+        time.sleep(0.1)
+    busy = sampler.spent(start, end)
+    assert busy.own >= 0.3
+    assert busy.machine >= 0.3
+    idle = sampler.spent(end + 0.03, end + 0.09)
+    assert idle.own < 0.05
