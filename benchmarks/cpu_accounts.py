@@ -21,11 +21,13 @@ import resource
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Generic, Self, TypeVar
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
 
 # The cgroup Docker's cgroupfs driver puts its containers under, v1 and v2. The systemd driver puts them
 # beside every other service in system.slice, where they cannot be told apart once removed.
@@ -86,27 +88,26 @@ def _daemon_pid(name: str) -> str | None:
     return None
 
 
-def daemon_cpu_s(name: str) -> float | None:
-    """A daemon's CPU-seconds and its reaped children's, by its exact process name; None if not running.
-
-    It reads `/proc` rather than run `pgrep`: a child of this process would count as the controller's."""
-    pid = _daemon_pid(name)
-    if pid is None:
-        return None
+def _process_cpu_s(pid: int | str) -> float | None:
+    """A process's CPU-seconds with its reaped children's; None when it is gone."""
     try:
         return stat_cpu_s(Path(f"/proc/{pid}/stat").read_text(), with_children=True)
     except OSError:
         return None
 
 
+def daemon_cpu_s(name: str) -> float | None:
+    """A daemon's CPU-seconds and its reaped children's, by its exact process name; None if not running.
+
+    It reads `/proc` rather than run `pgrep`: a child of this process would count as the controller's."""
+    pid = _daemon_pid(name)
+    return None if pid is None else _process_cpu_s(pid)
+
+
 def live_cpu_s(pids: Iterable[int]) -> float:
     """What running children have spent so far, with their own reaped children (a child not yet reaped
     is not in RUSAGE_CHILDREN); one gone meanwhile counts nothing."""
-    total = 0.0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            total += stat_cpu_s(Path(f"/proc/{pid}/stat").read_text(), with_children=True)
-    return total
+    return sum(spent or 0.0 for spent in map(_process_cpu_s, pids))
 
 
 def _rusage_s(who: int) -> float:
@@ -140,11 +141,7 @@ class CpuReading:
         )
 
     def since(self, earlier: CpuReading) -> CpuSpent:
-        def delta(name: str) -> float | None:
-            now, then = getattr(self, name), getattr(earlier, name)
-            return None if now is None or then is None else now - then
-
-        return CpuSpent(**{f.name: delta(f.name) for f in fields(CpuReading)})
+        return _difference(self, earlier)
 
 
 @dataclass(frozen=True)
@@ -174,29 +171,31 @@ class CpuSpent:
 
     def minus(self, other: CpuSpent) -> CpuSpent:
         """What this stretch spent beyond `other` (a longer run's spend beyond a shorter one's)."""
-        def delta(name: str) -> float | None:
-            mine, theirs = getattr(self, name), getattr(other, name)
-            return None if mine is None or theirs is None else mine - theirs
-
-        return CpuSpent(**{f.name: delta(f.name) for f in fields(CpuSpent)})
+        return _difference(self, other)
 
     def per(self, count: int) -> CpuSpent:
         return CpuSpent(**{f.name: (None if getattr(self, f.name) is None else getattr(self, f.name) / count)
                            for f in fields(CpuSpent)})
 
 
-class CpuSampler:
-    """A `CpuReading` every `interval_s` in a thread of its own, to read any stretch of time afterwards (the
-    span of a run's cases, say). Add a child's pid to `live_children` while it runs."""
+def _difference(later: CpuReading | CpuSpent, earlier: CpuReading | CpuSpent) -> CpuSpent:
+    """Part by part (the two classes share their fields); a part either side could not read is None."""
+    def delta(name: str) -> float | None:
+        mine, theirs = getattr(later, name), getattr(earlier, name)
+        return None if mine is None or theirs is None else mine - theirs
 
-    def __init__(self, interval_s: float = 0.02) -> None:
-        self.live_children: set[int] = set()
+    return CpuSpent(**{f.name: delta(f.name) for f in fields(CpuSpent)})
+
+
+class Poller:
+    """Calls `poll()` every `interval_s` in a thread of its own, from entering a `with` to leaving it."""
+
+    def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
-        self._samples: list[tuple[float, CpuReading]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> CpuSampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -204,17 +203,46 @@ class CpuSampler:
         self._stop.set()
         self._thread.join()
 
-    def _sample(self) -> None:
+    def _run(self) -> None:
         while not self._stop.is_set():
-            self._samples.append((time.time(), CpuReading.now(tuple(self.live_children))))
+            self.poll()
             self._stop.wait(self._interval_s)
 
-    def spent(self, start: float, end: float) -> CpuSpent:
-        """What was spent from `start` to `end` (epoch seconds, to a sample's interval)."""
+    def poll(self) -> None:
+        raise NotImplementedError
+
+
+class Samples(Poller, Generic[T]):
+    """`read()` every `interval_s` with the time it was read, to read any stretch of time afterwards."""
+
+    def __init__(self, read: Callable[[], T], interval_s: float = 0.02) -> None:
+        super().__init__(interval_s)
+        self._read = read
+        self._samples: list[tuple[float, T]] = []
+
+    def poll(self) -> None:
+        self._samples.append((time.time(), self._read()))
+
+    def around(self, start: float, end: float) -> tuple[T, T]:
+        """The readings nearest `start` and `end` (epoch seconds, to a sample's interval)."""
         samples = list(self._samples)
         first = min(samples, key=lambda sample: abs(sample[0] - start))
         last = min(samples, key=lambda sample: abs(sample[0] - end))
-        return last[1].since(first[1])
+        return first[1], last[1]
+
+
+class CpuSampler(Samples[CpuReading]):
+    """A `CpuReading` every `interval_s`, to read what any stretch of time spent afterwards (the span of a
+    run's cases, say). Add a child's pid to `live_children` while it runs."""
+
+    def __init__(self, interval_s: float = 0.02) -> None:
+        self.live_children: set[int] = set()
+        super().__init__(lambda: CpuReading.now(tuple(self.live_children)), interval_s)
+
+    def spent(self, start: float, end: float) -> CpuSpent:
+        """What was spent from `start` to `end` (epoch seconds, to a sample's interval)."""
+        first, last = self.around(start, end)
+        return last.since(first)
 
 
 def process_label(exe: str, argv: list[str]) -> str:
@@ -224,45 +252,32 @@ def process_label(exe: str, argv: list[str]) -> str:
     return f"{name} {script}" if script and name.startswith("python") else name
 
 
-class ContainerProcesses:
+class ContainerProcesses(Poller):
     """Polls the processes of every container under `cgroup` every `interval_s`, keeping each one's last
     CPU reading (its dead threads' included) and what it last was (a process that execs is counted as what
     it became)."""
 
     def __init__(self, cgroup: Path, interval_s: float = 0.01) -> None:
+        super().__init__(interval_s)
         self._cgroup = cgroup
-        self._interval_s = interval_s
         self._last: dict[tuple[str, str], tuple[str, float]] = {}  # (container, pid) -> (label, CPU-seconds)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def __enter__(self) -> ContainerProcesses:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            for container in self._cgroup.iterdir():
-                if not container.is_dir():
-                    continue
+    def poll(self) -> None:
+        for container in self._cgroup.iterdir():
+            if not container.is_dir():
+                continue
+            try:
+                pids = (container / "cgroup.procs").read_text().split()
+            except OSError:
+                continue
+            for pid in pids:
                 try:
-                    pids = (container / "cgroup.procs").read_text().split()
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                    exe = os.readlink(f"/proc/{pid}/exe")
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
                 except OSError:
                     continue
-                for pid in pids:
-                    try:
-                        stat = Path(f"/proc/{pid}/stat").read_text()
-                        exe = os.readlink(f"/proc/{pid}/exe")
-                        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-                    except OSError:
-                        continue
-                    self._last[(container.name, pid)] = (process_label(exe, argv),
-                                                         stat_cpu_s(stat, with_children=False))
-            self._stop.wait(self._interval_s)
+                self._last[(container.name, pid)] = (process_label(exe, argv), stat_cpu_s(stat, with_children=False))
 
     def by_label(self) -> dict[str, float]:
         """CPU-seconds seen, summed by what the processes were."""

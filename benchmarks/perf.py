@@ -59,7 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -71,10 +71,13 @@ from benchmarks.cpu_accounts import (  # noqa: E402
     CpuReading,
     CpuSampler,
     CpuSpent,
+    Samples,
     containers_cgroup,
+    machine_busy_s,
 )
 from tests.integration.claude_on_host import host_claude_argv, host_claude_env  # noqa: E402
 
+R = TypeVar("R")
 MODEL = "claude-sonnet-4-6"
 SKILL = "---\nname: bench\ndescription: writes a marker\n---\nRun what the arguments say.\n"
 
@@ -141,42 +144,18 @@ class RunMeasure:
         return [c["duration_s"] - c["agent_duration_s"] for c in self.cases]
 
 
-class MachineCpu:
+class MachineCpu(Samples[float]):
     """The machine's busy CPU time (every core, `/proc/stat`), sampled every 20 ms in a thread of its own,
     to read off any stretch of wall-clock time: what a stretch of work cost the whole machine, Docker's
     daemons and every process of the sandboxes included."""
 
-    _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
-
     def __init__(self) -> None:
-        self._samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def __enter__(self) -> MachineCpu:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    @staticmethod
-    def _busy_ticks() -> int:
-        with open("/proc/stat") as stat:
-            ticks = [int(t) for t in stat.readline().split()[1:9]]
-        return sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self._samples.append((time.time(), self._busy_ticks()))
-            self._stop.wait(0.02)
+        super().__init__(machine_busy_s)
 
     def busy_s(self, start: float, end: float) -> float:
         """CPU-seconds the machine was busy from `start` to `end` (epoch seconds, to a sample's 20 ms)."""
-        first = min(self._samples, key=lambda sample: abs(sample[0] - start))
-        last = min(self._samples, key=lambda sample: abs(sample[0] - end))
-        return (last[1] - first[1]) * self._TICK_S
+        first, last = self.around(start, end)
+        return last - first
 
 
 def run_eval(eval_yaml: Path, parallelism: int, runs_dir: Path, *, run_id: str | None = None,
@@ -377,12 +356,12 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     run_vs_host = per_round(lambda r: p1(r).wall_s / r.host_sequential_s)
     speedup = per_round(lambda r: p1(r).span_s / p2(r).span_s)
     ceiling = per_round(lambda r: r.host_sequential_s / r.host_pairs_s)
-    parallel_ratio = per_round(E2eRound.speedup_over_ceiling)
+    parallel_ratios = [r.speedup_over_ceiling() for r in rounds]
+    parallel_ratio = statistics.median(parallel_ratios)
     p2_cpu = per_round(lambda r: r.p2_cpu_per_case_s)
     host_cpu = per_round(lambda r: r.host_pairs_cpu_per_case_s)
-    cpu_ratio = per_round(E2eRound.cpu_over_host)
-    parallel_ratios = [r.speedup_over_ceiling() for r in rounds]
     cpu_ratios = [r.cpu_over_host() for r in rounds]
+    cpu_ratio = statistics.median(cpu_ratios)
     results = {
         "cases_per_run": args.cases, "runs": args.runs, "tool_calls": args.tool_calls,
         "model_delay_s": args.model_delay, "sandbox_cpus": args.cpus or 1,
@@ -660,12 +639,17 @@ class SpentRun:
     in_containers: dict[str, float]
 
 
+def spent_by(work: Callable[[], R]) -> tuple[CpuSpent, R]:
+    """What `work()` cost, read exactly before and after it, and what it returned."""
+    before = CpuReading.now()
+    result = work()
+    return CpuReading.now().since(before), result
+
+
 def measured_run(eval_yaml: Path, parallelism: int, runs_dir: Path, cgroup: Path | None,
                  sampler: CpuSampler) -> SpentRun:
     with ContainerProcesses(cgroup) if cgroup is not None else nullcontext() as processes:
-        before = CpuReading.now()
-        measure = run_eval(eval_yaml, parallelism, runs_dir, live=sampler.live_children)
-        whole = CpuReading.now().since(before)
+        whole, measure = spent_by(lambda: run_eval(eval_yaml, parallelism, runs_dir, live=sampler.live_children))
     return SpentRun(sampler.spent(*measure.span), whole, processes.by_label() if processes is not None else {})
 
 
@@ -696,12 +680,8 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
         for index in range(args.runs):
             short_run = measured_run(short, args.parallelism, scratch / "runs", cgroup, sampler)
             long_run = measured_run(long, args.parallelism, scratch / "runs", cgroup, sampler)
-            before = CpuReading.now()
-            host_sequential(cases, short.parent, claude, scratch)
-            host_sequential_spent = CpuReading.now().since(before)
-            before = CpuReading.now()
-            host_two_at_once(cases, short.parent, claude, scratch)
-            host_pairs_spent = CpuReading.now().since(before)
+            host_sequential_spent, _ = spent_by(lambda: host_sequential(cases, short.parent, claude, scratch))
+            host_pairs_spent, _ = spent_by(lambda: host_two_at_once(cases, short.parent, claude, scratch))
             one = BudgetRound(
                 span=long_run.span.minus(short_run.span).per(args.more),
                 whole=long_run.whole.minus(short_run.whole).per(args.more),

@@ -5,7 +5,6 @@ quietly move CPU from one part to another."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import time
@@ -14,17 +13,12 @@ from types import ModuleType
 
 import pytest
 
-ACCOUNTS = Path(__file__).resolve().parents[2] / "benchmarks" / "cpu_accounts.py"
-
 
 @pytest.fixture(scope="module")
 def accounts() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_cpu_accounts", ACCOUNTS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cpu_accounts"] = module
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import cpu_accounts
+
+    return cpu_accounts
 
 
 def _stat_line(comm: str, utime: int, stime: int, cutime: int, cstime: int) -> str:

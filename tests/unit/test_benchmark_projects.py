@@ -4,8 +4,6 @@ A benchmark that breaks only shows when someone reruns it for figures; this keep
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,17 +12,12 @@ import pytest
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.gateway.script import load_script
 
-PERF = Path(__file__).resolve().parents[2] / "benchmarks" / "perf.py"
-
 
 @pytest.fixture(scope="module")
 def perf() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_perf", PERF)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_perf"] = module
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import perf
+
+    return perf
 
 
 @pytest.mark.parametrize(("tool_calls", "delay", "cpus"), [(1, 0.0, None), (8, 0.5, 2.0), (3, 0.0, 0.5)])
