@@ -1,9 +1,11 @@
 """Performance benchmarks: every figure a ratio against a floor measured in the same run.
 
     .venv/bin/python benchmarks/perf.py e2e     [--cases 8] [--runs 5] [--tool-calls 1] [--model-delay 0] [--cpus 1]
+                                                [--runtime crun]
     .venv/bin/python benchmarks/perf.py latency [--requests 500]         # gateway and hook broker, per request
     .venv/bin/python benchmarks/perf.py soak    [--cases 1000]           # memory, descriptors, leftovers, rate
-    .venv/bin/python benchmarks/perf.py budget  [--cases 8] [--more 24] [--runs 5] [--cpus 1]  # who spends a case's CPU
+    .venv/bin/python benchmarks/perf.py budget  [--cases 8] [--more 24] [--runs 5] [--cpus 1] [--runtime crun]
+                                                # who spends a case's CPU
 
 `e2e` runs an eval of trivial cases (one Bash call and an answer each, the
 scripted model offline) through `agent-eval-sandbox run`, `--runs` times at
@@ -86,18 +88,19 @@ SKILL = "---\nname: bench\ndescription: writes a marker\n---\nRun what the argum
 
 
 def trivial_project(root: Path, cases: int, tool_calls: int = 1, model_delay_s: float = 0.0,
-                    cpus: float | None = None) -> Path:
+                    cpus: float | None = None, runtime: str | None = None) -> Path:
     """An eval of `cases` cases: `tool_calls` Bash calls and an answer each, no judges but a code check;
     the scripted model takes `model_delay_s` over each answer (a real model's time to answer); `cpus`
-    overrides the sandbox's CPU limit (`sandbox.cpus`, default 1)."""
+    overrides the sandbox's CPU limit (`sandbox.cpus`, default 1), `runtime` its container runtime."""
     root.mkdir(parents=True)
+    sandbox = {key: value for key, value in (("cpus", cpus), ("runtime", runtime)) if value is not None}
     (root / "eval.yaml").write_text(
         "name: bench\n"
         "execution: {skill: bench, arguments: '{task}', timeout: 120, max_budget_usd: 1}\n"
         f"models: {{skill: {MODEL}}}\n"
         "runner: {permission_mode: bypassPermissions}\n"
         "dataset: {path: cases, workspace: {files: [notes.txt]}}\n"
-        + (f"sandbox: {{cpus: {cpus:g}}}\n" if cpus is not None else "")
+        + (f"sandbox: {json.dumps(sandbox)}\n" if sandbox else "")
         + "judges:\n"
           "  - name: exited\n"
           "    check: |\n"
@@ -192,9 +195,10 @@ def sandbox_image() -> str:
     return ensure_sandbox_image().ref
 
 
-def bare_docker_run(image: str) -> float:
+def bare_docker_run(image: str, runtime: str | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(["docker", "run", "--rm", "--network", "none", image, "true"], check=True, capture_output=True)
+    subprocess.run(["docker", "run", "--rm", "--network", "none", *(["--runtime", runtime] if runtime else []),
+                    image, "true"], check=True, capture_output=True)
     return time.perf_counter() - started
 
 
@@ -310,15 +314,16 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     rounds: list[E2eRound] = []
     with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp, MachineCpu() as machine:
         scratch = Path(tmp)
-        eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls, args.model_delay, args.cpus)
+        eval_yaml = trivial_project(scratch / "project", args.cases, args.tool_calls, args.model_delay, args.cpus,
+                                    args.runtime)
         project = eval_yaml.parent
         warm = run_eval(eval_yaml, 1, scratch / "runs")  # warm-up: image, page cache, binary
         cases = host_cases(project, warm.run_dir)
         run_on_host(cases[0], project, claude, scratch)
-        bare_docker_run(image)
+        bare_docker_run(image, args.runtime)
         for index in range(args.runs):
             one = E2eRound()
-            one.floor = [bare_docker_run(image) for _ in range(args.floor_runs)]
+            one.floor = [bare_docker_run(image, args.runtime) for _ in range(args.floor_runs)]
             one.p1 = run_eval(eval_yaml, 1, scratch / "runs")
             one.host_sequential_s, one.host_each = host_sequential(cases, project, claude, scratch)
             one.p2 = run_eval(eval_yaml, 2, scratch / "runs")
@@ -326,7 +331,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
             pairs_started = time.time()
             one.host_pairs_s = host_two_at_once(cases, project, claude, scratch)
             one.host_pairs_cpu_per_case_s = machine.busy_s(pairs_started, time.time()) / len(cases)
-            one.floor += [bare_docker_run(image) for _ in range(args.floor_runs)]
+            one.floor += [bare_docker_run(image, args.runtime) for _ in range(args.floor_runs)]
             rounds.append(one)
             print(f"round {index + 1}/{args.runs}: floor {ms(statistics.median(one.floor))}, "
                   f"p1 case {statistics.median(c['duration_s'] for c in one.p1.cases):.3f}s "
@@ -365,7 +370,7 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
     results = {
         "cases_per_run": args.cases, "runs": args.runs, "tool_calls": args.tool_calls,
         "model_delay_s": args.model_delay, "sandbox_cpus": args.cpus or 1,
-        "floor_docker_run_s": floor,
+        "runtime": args.runtime, "floor_docker_run_s": floor,
         "case_s": case_s, "agent_exec_s": agent_s, "controller_overhead_s": overhead,
         "overhead_over_floor": overhead_ratio,
         "host_case_s": host_s, "case_over_host_case": vs_host, "run_over_host_sequence": run_vs_host,
@@ -375,7 +380,8 @@ def e2e(args: argparse.Namespace) -> dict[str, Any]:
         "speedup_over_ceiling_rounds": parallel_ratios, "machine_cpu_per_case_over_host_rounds": cpu_ratios,
     }
     print(f"\nmedians of {args.runs} rounds, {args.cases} cases a run, {args.tool_calls} tool call(s) a case, "
-          f"the model answering in {args.model_delay:g}s, sandbox.cpus {args.cpus or 1:g}; {load_line()}")
+          f"the model answering in {args.model_delay:g}s, sandbox.cpus {args.cpus or 1:g}, runtime "
+          f"{args.runtime or 'the daemon default'}; {load_line()}")
     print(f"  floor (docker run --rm --network none IMAGE true)   {ms(floor)}")
     print(f"  sandboxed case {case_s:.3f}s = agent exec {agent_s:.3f}s + controller overhead {ms(overhead)}")
     print(f"  controller overhead / floor                         {overhead_ratio:.2f}   (target <= 1.0, stretch 0.5)")
@@ -672,8 +678,8 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
     rounds: list[BudgetRound] = []
     with tempfile.TemporaryDirectory(prefix="aes-bench-") as tmp, CpuSampler() as sampler:
         scratch = Path(tmp)
-        short = trivial_project(scratch / "short", args.cases, cpus=args.cpus)
-        long = trivial_project(scratch / "long", args.cases + args.more, cpus=args.cpus)
+        short = trivial_project(scratch / "short", args.cases, cpus=args.cpus, runtime=args.runtime)
+        long = trivial_project(scratch / "long", args.cases + args.more, cpus=args.cpus, runtime=args.runtime)
         warm = run_eval(short, args.parallelism, scratch / "runs")
         cases = host_cases(short.parent, warm.run_dir)
         run_on_host(cases[0], short.parent, claude, scratch)
@@ -723,7 +729,8 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
     ratios = [r.span.machine_but_own / r.host_pairs.machine_but_own for r in rounds
               if r.span.machine_but_own is not None and r.host_pairs.machine_but_own]
     ratio = statistics.median(ratios) if ratios else None
-    print(f"\nCPU a case at parallelism {args.parallelism}, sandbox.cpus {args.cpus or 1:g}: runs of {args.cases} "
+    print(f"\nCPU a case at parallelism {args.parallelism}, sandbox.cpus {args.cpus or 1:g}, runtime "
+          f"{args.runtime or 'the daemon default'}: runs of {args.cases} "
           f"and {args.cases + args.more} cases, the difference / {args.more}; medians of {args.runs} rounds; "
           f"{load_line()}")
     print(f"{'':45s}{'the cases':>10s}{'whole run':>11s}")
@@ -752,7 +759,8 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
             print(f"    {'not seen by the poll':41s}{shown(whole['containers'] - seen):>10s}"
                   "   (exits, and what lived under a poll)")
     return {"cases": args.cases, "more": args.more, "parallelism": args.parallelism, "runs": args.runs,
-            "sandbox_cpus": args.cpus or 1, "over_the_cases_case_s": span, "whole_run_case_s": whole,
+            "sandbox_cpus": args.cpus or 1, "runtime": args.runtime,
+            "over_the_cases_case_s": span, "whole_run_case_s": whole,
             "in_container_case_s": in_container, "host_case_s": host,
             "cases_over_host_pairs": ratio, "cases_over_host_pairs_rounds": ratios}
 
@@ -767,6 +775,8 @@ def main() -> None:
     one.add_argument("--model-delay", type=float, default=0.0,
                      help="seconds the scripted model takes over each answer (default: none)")
     one.add_argument("--cpus", type=float, help="the sandboxes' CPU limit (sandbox.cpus; default: 1, the tool's)")
+    one.add_argument("--runtime", help="the sandboxes' container runtime (sandbox.runtime), the floor's too; "
+                     "e.g. crun (scripts/install-crun.sh)")
     one.add_argument("--floor-runs", type=int, default=3, help="bare docker runs before and after each round")
     one.set_defaults(func=e2e)
     lat = commands.add_parser("latency", help="gateway latency per model request, hook-broker round trip")
@@ -785,6 +795,7 @@ def main() -> None:
     spend.add_argument("--runs", type=int, default=5)
     spend.add_argument("--parallelism", type=int, default=2)
     spend.add_argument("--cpus", type=float, help="the sandboxes' CPU limit (sandbox.cpus; default: 1, the tool's)")
+    spend.add_argument("--runtime", help="the sandboxes' container runtime (sandbox.runtime), e.g. crun")
     spend.set_defaults(func=budget)
     args = parser.parse_args()
     results = args.func(args)

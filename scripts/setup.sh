@@ -6,8 +6,8 @@
 #   3. the sandbox image (and, with no registry reachable, a local base image
 #      made with debootstrap).
 # With --test, also what the test suite needs beyond that: gVisor registered as
-# the runtime `runsc-nonet` (the attack suite runs under it too), Debian's
-# chromium (the HTML report test) and Debian's podman (the Kubernetes backend's
+# the runtime `runsc-nonet` and crun as `crun` (the attack suite runs under each
+# of runc, crun and gVisor), Debian's chromium (the HTML report test) and Debian's podman (the Kubernetes backend's
 # Pods run under `podman kube play`). Safe to run again: each step is skipped when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,8 +67,9 @@ ensure_images() {
 }
 
 ensure_test_tools() {
-  # The attack suite runs under gVisor too.
+  # The attack suite runs under crun and gVisor too.
   ./scripts/install-gvisor.sh
+  ./scripts/install-crun.sh
   if command -v chromium >/dev/null 2>&1; then
     return
   fi

@@ -31,7 +31,7 @@ SCRIPTS_DIR = "/opt/agent-eval"
 LAUNCHER = f"{SCRIPTS_DIR}/run_agent.py"
 HOOK_CLIENT = f"{SCRIPTS_DIR}/hook_client.py"
 LIFELINE = f"{SCRIPTS_DIR}/lifeline.py"
-# Execute-only under runc: each process of it is non-dumpable from its first instruction.
+# Execute-only on the host's kernel (runc, crun): each process of it is non-dumpable from its first instruction.
 PROTECTED_PYTHON = "/usr/bin/python3-agent-eval"
 
 # The CLI reaches the gateway through the launcher's TCP forwarder on loopback.

@@ -23,7 +23,7 @@ from agent_eval_sandbox.gateway.policy import (
 )
 from agent_eval_sandbox.inside import paths
 
-# Execute-only under runc (a non-dumpable process from its first instruction); -I keeps
+# Execute-only on the host's kernel (a non-dumpable process from its first instruction); -I keeps
 # PYTHON* variables of the agent's environment from changing what the launcher runs; -S skips
 # `site` (the launcher needs the standard library alone), ~2 ms of each case's CPU.
 LAUNCHER_INTERPRETER = (paths.PROTECTED_PYTHON, "-I", "-S")

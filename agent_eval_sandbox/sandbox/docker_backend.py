@@ -42,6 +42,7 @@ from agent_eval_sandbox.sandbox.host_paths import (
     remote_daemon_error,
     shared_root,
 )
+from agent_eval_sandbox.sandbox.runtimes import HOST_KERNEL_RUNTIMES
 
 
 class _Object(NamedTuple):
@@ -86,6 +87,21 @@ LIFELINE_CONNECT_S = 15.0
 CPU_PERIOD_US = 500_000
 
 
+# Docker's own read-only paths (its OCI defaults, which a container's ReadonlyPaths replaces), and the
+# cgroup hierarchies' tmpfs: crun on a cgroup v1 host mounts that one writable by everyone (mode
+# 1777, 1 MiB), a place to write outside the sandbox's volumes, where runc leaves it root's.
+# tests/integration/sandbox/test_sandbox_hardening.py checks the daemon's defaults are all here.
+READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", "/sys/fs/cgroup")
+
+
+def host_config(api: docker.APIClient, spec: SandboxSpec, labels: Mapping[str, str],
+                extra_mounts: tuple[BindMount, ...] = (), host: HostPaths | None = None) -> dict[str, Any]:
+    """The HostConfig of a spec's container: `host_config_args`, and what docker-py has no argument for."""
+    config: dict[str, Any] = api.create_host_config(**host_config_args(spec, labels, extra_mounts, host))
+    config["ReadonlyPaths"] = list(READONLY_PATHS)
+    return config
+
+
 def host_config_args(
     spec: SandboxSpec, labels: Mapping[str, str], extra_mounts: tuple[BindMount, ...] = (),
     host: HostPaths | None = None,
@@ -120,10 +136,6 @@ def host_config_args(
 def cpu_quota_us(cpus: float) -> int:
     """The CPU time a sandbox may use in each window; Docker takes no less than 1 ms."""
     return max(1000, round(cpus * CPU_PERIOD_US))
-
-
-# The names Docker gives runc (the launcher's descriptors are private there: see inside/exit_archive.py).
-RUNC = frozenset({"runc", "io.containerd.runc.v2"})
 
 
 def no_network(spec: SandboxSpec) -> bool:
@@ -199,7 +211,7 @@ class DockerBackend(SandboxBackend):
             extra=spec.extra_labels,
             container=own.id if own is not None else None,
         )
-        under_runc = self.runs_under_runc(spec)
+        on_host_kernel = self.runs_on_host_kernel(spec)
         container_id: str | None = None
         lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.base if self._host is not None else None))
         extra_mounts = [BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)]
@@ -220,8 +232,7 @@ class DockerBackend(SandboxBackend):
                         # Still a network namespace of its own with loopback only, but no libnetwork
                         # endpoint: that saves a hook run and about half the cost of a container's start.
                         network_disabled=no_network(spec),
-                        host_config=api.create_host_config(
-                            **host_config_args(spec, labels, tuple(extra_mounts), self._host)),
+                        host_config=host_config(api, spec, labels, tuple(extra_mounts), self._host),
                     )["Id"]
                 except docker.errors.ImageNotFound as exc:
                     raise ImageError(
@@ -238,7 +249,7 @@ class DockerBackend(SandboxBackend):
             lifeline.close()
             raise
         sandbox = DockerSandbox(self.client, spec, container_id=container_id, name=name, lifeline=lifeline,
-                                under_runc=under_runc)
+                                on_host_kernel=on_host_kernel)
         sandbox.stand_by()
         return sandbox
 
@@ -250,12 +261,12 @@ class DockerBackend(SandboxBackend):
             self._default_runtime = info.get("DefaultRuntime") or None
         return self._runtimes
 
-    def runs_under_runc(self, spec: SandboxSpec) -> bool:
-        """Whether the spec's sandbox runs under runc: its runtime, or the daemon's default one
-        (a daemon may default to gVisor)."""
+    def runs_on_host_kernel(self, spec: SandboxSpec) -> bool:
+        """Whether the spec's sandbox runs on the host's kernel (runc, crun): its runtime, or the
+        daemon's default one (a daemon may default to gVisor)."""
         if spec.hardening.runtime is None:
             self._daemon_runtimes()
-        return (spec.hardening.runtime or self._default_runtime) in RUNC
+        return (spec.hardening.runtime or self._default_runtime) in HOST_KERNEL_RUNTIMES
 
     def check_runtime(self, name: str) -> None:
         if name not in self._daemon_runtimes():

@@ -244,7 +244,7 @@ class DockerSandbox(Sandbox):
         container_id: str,
         name: str,
         lifeline: Lifeline | None = None,
-        under_runc: bool = False,
+        on_host_kernel: bool = False,
     ) -> None:
         self._api = client.api
         self._spec = spec
@@ -265,12 +265,13 @@ class DockerSandbox(Sandbox):
         # What the next exec's launcher is to archive as its agent exits (`expect_copy_out`), and
         # what it did archive, for the copy_outs that follow before anything else touches the files.
         self._expected: exit_archive.Collect | None = None
-        # Its runtime, or the daemon's default one, is runc. Only there is the launcher's stdout its
-        # own (gVisor lets the sandbox user open the descriptors of its other processes through /proc
-        # whatever their dumpable flag: tests/integration/attacks/test_attack_forged_events.py), so
-        # elsewhere the copy-out stays Docker's; and only there is the container's cgroup on the
-        # host the one the agent's processes count against.
-        self._under_runc = under_runc
+        # Its runtime, or the daemon's default one, runs it on the host's kernel (runc, crun: see
+        # sandbox/runtimes.py). Only there is the launcher's stdout its own (gVisor lets the sandbox
+        # user open the descriptors of its other processes through /proc whatever their dumpable
+        # flag: tests/integration/attacks/test_attack_forged_events.py), so elsewhere the copy-out
+        # stays Docker's; and only there is the container's cgroup on the host the one the agent's
+        # processes count against.
+        self._on_host_kernel = on_host_kernel
         self._exit_archives: dict[str, exit_archive.ExitArchive] = {}
 
     @property
@@ -515,7 +516,7 @@ class DockerSandbox(Sandbox):
         return None
 
     def _probe(self, attempts: int = 3) -> CgroupCounters | None:
-        """The sandbox's cgroup counters: from the host's cgroup files under runc, else read by a
+        """The sandbox's cgroup counters: from the host's cgroup files on the host's kernel, else read by a
         command inside it.
 
         With the pids table full even that command may fail to start; a
@@ -565,11 +566,11 @@ class DockerSandbox(Sandbox):
     def _host_counters(self) -> CgroupCounters | None:
         """The counters from the container's cgroup on this host: no exec on the case's critical path.
 
-        Only under runc, whose container cgroup is the one the probe reads
+        Only on the host's kernel (runc, crun), whose container cgroup is the one the probe reads
         inside (gVisor keeps its own); None when this host does not show it
         (another cgroup layout, a daemon elsewhere).
         """
-        if not self._under_runc:
+        if not self._on_host_kernel:
             return None
         for memory, pids in host_cgroup_files(self._id):
             try:
@@ -683,7 +684,7 @@ class DockerSandbox(Sandbox):
     # ---- files archived as the agent exited (inside/exit_archive.py) -------------------------
 
     def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
-        if not self._under_runc:
+        if not self._on_host_kernel:
             return
         self._expected = exit_archive.Collect(list(paths), min(max_bytes, _EXIT_ARCHIVE_MAX_BYTES),
                                               min(max_files, _EXIT_ARCHIVE_MAX_FILES))
@@ -801,7 +802,7 @@ class DockerSandbox(Sandbox):
             waiting, self._standby = self._standby, None
             self._deferred = []
             try:
-                remove_container(self._api, self._id, under_runc=self._under_runc)
+                remove_container(self._api, self._id, on_host_kernel=self._on_host_kernel)
             finally:
                 if waiting is not None:
                     waiting.close()
@@ -810,26 +811,27 @@ class DockerSandbox(Sandbox):
                     self._lifeline.close()
 
 
-def force_remove_container(api: docker.APIClient, container: str, *, under_runc: bool = False) -> None:
+def force_remove_container(api: docker.APIClient, container: str, *, on_host_kernel: bool = False) -> None:
     """Remove a container, killing what runs in it; a paused one is resumed first, unless it is known
-    to run under runc, which removes a paused container as quickly as any (one API call less).
+    to run on the host's kernel (runc, crun), which removes a paused container as quickly as any (one
+    API call less).
 
     runsc (gVisor) cannot signal a paused sandbox: removing one takes ~10 s
     and leaves its containerd task and shim behind, invisible to `docker ps -a`.
     Raises docker.errors.NotFound when the container is already gone.
     """
-    if not under_runc and api.inspect_container(container)["State"].get("Paused"):
+    if not on_host_kernel and api.inspect_container(container)["State"].get("Paused"):
         with contextlib.suppress(docker.errors.APIError):  # resumed meanwhile: the removal decides
             api.unpause(container)
     api.remove_container(container, force=True, v=True)
 
 
-def remove_container(api: docker.APIClient, container: str | None, *, under_runc: bool = False) -> None:
+def remove_container(api: docker.APIClient, container: str | None, *, on_host_kernel: bool = False) -> None:
     """Remove a container (killing it, paused or not) and with it its volumes; missing is fine."""
     if container is None:
         return
     with docker_errors("removing a sandbox"):
         try:
-            force_remove_container(api, container, under_runc=under_runc)
+            force_remove_container(api, container, on_host_kernel=on_host_kernel)
         except docker.errors.NotFound:
             pass

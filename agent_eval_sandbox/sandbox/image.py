@@ -37,6 +37,7 @@ from agent_eval_sandbox.sandbox.claude_binary import (
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
 from agent_eval_sandbox.sandbox.locks import host_lock
 from agent_eval_sandbox.sandbox.progress import Progress
+from agent_eval_sandbox.sandbox.runtimes import on_host_kernel
 
 SANDBOX_REPOSITORY = "agent-eval-sandbox"
 REGISTRY_BASE = "debian:bookworm-slim"
@@ -156,11 +157,11 @@ def resolve_base(
 
 
 def exec_only_binaries(runtime: str | None) -> bool:
-    """Execute-only binaries under runc (the default runtime); readable ones elsewhere.
+    """Execute-only binaries on the host's kernel (runc, Docker's default, or crun); readable ones elsewhere.
 
     Other runtimes (gVisor) read a binary to run it, and confine ptrace themselves.
     """
-    return runtime in (None, "runc")
+    return on_host_kernel(runtime)
 
 
 class NoBaseImageError(ImageError):

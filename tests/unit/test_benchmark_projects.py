@@ -20,12 +20,14 @@ def perf() -> ModuleType:
     return perf
 
 
-@pytest.mark.parametrize(("tool_calls", "delay", "cpus"), [(1, 0.0, None), (8, 0.5, 2.0), (3, 0.0, 0.5)])
+@pytest.mark.parametrize(("tool_calls", "delay", "cpus", "runtime"),
+                         [(1, 0.0, None, None), (8, 0.5, 2.0, None), (3, 0.0, 0.5, "crun"), (1, 0.0, None, "crun")])
 def test_the_trivial_eval_loads_with_each_option(perf: ModuleType, tmp_path: Path, tool_calls: int, delay: float,
-                                                 cpus: float | None) -> None:
-    eval_yaml = perf.trivial_project(tmp_path / "project", 3, tool_calls, delay, cpus)
+                                                 cpus: float | None, runtime: str | None) -> None:
+    eval_yaml = perf.trivial_project(tmp_path / "project", 3, tool_calls, delay, cpus, runtime)
     loaded = load_eval_config(eval_yaml)
     assert loaded.config.sandbox.cpus == (cpus if cpus is not None else 1)
+    assert loaded.config.sandbox.runtime == runtime
     assert [j.name for j in loaded.config.judges] == ["exited"]
     script = load_script(tmp_path / "project" / "cases" / "c0002" / "model_script.yaml")
     assert [s.calls[0].tool if s.calls else None for s in script.steps] == ["Bash"] * tool_calls + [None]

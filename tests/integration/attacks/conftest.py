@@ -31,7 +31,10 @@ from tests.docker_objects import objects_of_run
 from tests.integration.e2e.conftest import EvalProject, RunResult
 
 GVISOR = "runsc-nonet"
-RUNTIMES = ("runc", GVISOR)
+# runc and crun both run the sandbox on the host's kernel (sandbox/runtimes.py): the tool takes the
+# same paths under both, so every attack proves the boundary holds under each.
+RUNTIMES = ("runc", "crun", GVISOR)
+INSTALLERS = {"crun": "scripts/install-crun.sh", GVISOR: "scripts/install-gvisor.sh"}
 PROBES = Path(__file__).parent / "probes"
 # Split so that no command, probe or prompt ever contains it whole: a hit means a leak.
 NEEDLE_PARTS = ("ANSWER", "KEY")
@@ -51,12 +54,12 @@ def docker_runtimes() -> set[str]:
 
 @pytest.fixture(scope="session", params=RUNTIMES)
 def runtime(request: pytest.FixtureRequest, docker_runtimes: set[str], sandbox_image: str) -> str:
-    """Every attack runs under runc and under gVisor; a missing gVisor runtime fails, never skips."""
+    """Every attack runs under runc, crun and gVisor; a missing runtime fails, never skips."""
     name = str(request.param)
     if name not in docker_runtimes:
         pytest.fail(
             f"the container runtime {name!r} is not registered with Docker "
-            f"(registered: {', '.join(sorted(docker_runtimes))}): run scripts/install-gvisor.sh",
+            f"(registered: {', '.join(sorted(docker_runtimes))}): run {INSTALLERS.get(name, 'scripts/setup.sh --test')}",
             pytrace=False,
         )
     return name

@@ -78,7 +78,7 @@ def _attempts(run: AttackRun) -> list[dict]:
     return tried
 
 
-def test_under_runc_no_process_holding_the_stream_can_be_opened(forge_run: AttackRun) -> None:
+def test_on_the_host_kernel_no_process_holding_the_stream_can_be_opened(forge_run: AttackRun) -> None:
     tried = _attempts(forge_run)
     opened = [t for t in tried if t["opened"]]
     record_fact("forge: processes whose fd 1 the agent opened", forge_run.runtime,

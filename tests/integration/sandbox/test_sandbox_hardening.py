@@ -7,6 +7,7 @@ import pytest
 from agent_eval_sandbox.errors import RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import Hardening, Limits, SandboxSpec
+from agent_eval_sandbox.sandbox.docker_backend import READONLY_PATHS
 from tests.docker_objects import objects_of_run
 
 pytestmark = pytest.mark.docker
@@ -37,6 +38,7 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
     assert host["Memory"] == host["MemorySwap"] == 256 * MiB
     assert (host["CpuPeriod"], host["CpuQuota"], host["NanoCpus"]) == (500_000, 250_000, 0)
     assert host["Tmpfs"] == {"/tmp": f"rw,nosuid,nodev,size={4 * MiB},mode=1777"}
+    assert host["ReadonlyPaths"] == list(READONLY_PATHS)
     # The main process is nobody's: the agent (1000) cannot signal the process that ties the
     # sandbox's life to its controller's. Every command runs as the sandbox user.
     assert info["Config"]["User"] == "65534:65534"
@@ -58,6 +60,29 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
         assert volume["Options"]["type"] == "tmpfs"
         assert f"size={size}" in volume["Options"]["o"]
         assert volume["Labels"][L.RUN_ID] == run_id and volume["Labels"][L.OWNER] == labels[L.OWNER]
+
+
+def test_the_read_only_paths_keep_every_one_of_the_daemons_defaults(backend, sandbox_image, run_id):
+    """A container's ReadonlyPaths replaces the daemon's list: ours must hold all of this daemon's."""
+    api = backend.client.api
+    plain = api.create_container(sandbox_image, command=["true"], labels={L.MANAGED: "1", L.RUN_ID: run_id})["Id"]
+    try:
+        defaults = api.inspect_container(plain)["HostConfig"]["ReadonlyPaths"]
+    finally:
+        api.remove_container(plain, force=True)
+    assert defaults and set(defaults) <= set(READONLY_PATHS), defaults
+
+
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_the_cgroup_hierarchies_are_read_only_even_to_root(make_sandbox, runtime):
+    # crun on a cgroup v1 host mounts their tmpfs with mode 1777: without READONLY_PATHS the agent
+    # could write a MiB there, outside its volumes (found by the attack suite's first run under crun).
+    sandbox = make_sandbox(f"cgroup-{runtime}", limits=SMALL, hardening=Hardening(runtime=runtime))
+    for user in ("1000:1000", "0:0"):
+        write = sandbox.exec(["sh", "-c", "echo x > /sys/fs/cgroup/planted"], user=user)
+        assert write.exit_code != 0 and b"Read-only file system" in write.stderr, (user, write)
+    # ...and what the counters are read from is still there to read.
+    assert sandbox.exec(["cat", "/sys/fs/cgroup/pids/pids.max"]).stdout == b"128\n"
 
 
 def test_the_agent_user_is_unprivileged_offline_and_read_only(make_sandbox):

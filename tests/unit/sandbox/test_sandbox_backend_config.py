@@ -123,7 +123,7 @@ def test_an_unreachable_daemon_is_one_clear_user_error(monkeypatch, tmp_path):
 
 
 class _Daemon:
-    """Just the `docker info` of a daemon (the one call `runs_under_runc` makes)."""
+    """Just the `docker info` of a daemon (the one call `runs_on_host_kernel` makes)."""
 
     def __init__(self, default_runtime: str) -> None:
         self.calls = 0
@@ -132,18 +132,21 @@ class _Daemon:
 
     def info(self) -> dict:
         self.calls += 1
-        return {"DefaultRuntime": self._default, "Runtimes": {"runc": {}, "runsc-nonet": {}}}
+        return {"DefaultRuntime": self._default, "Runtimes": {"runc": {}, "crun": {}, "runsc-nonet": {}}}
 
 
-@pytest.mark.parametrize(("default", "runtime", "runc"), [
-    ("runc", None, True), ("runc", "runc", True), ("runc", "runsc-nonet", False),
+@pytest.mark.parametrize(("default", "runtime", "host_kernel"), [
+    ("runc", None, True), ("runc", "runc", True), ("runc", "crun", True), ("runc", "runsc-nonet", False),
     # Found by the second red team: a daemon whose default runtime is gVisor, sandbox.runtime unset.
-    ("runsc", None, False), ("runsc", "runc", True),
+    ("runsc", None, False), ("runsc", "runc", True), ("runsc", "crun", True),
+    # A daemon that defaults to crun gets the host kernel's paths, not gVisor's slower ones.
+    ("crun", None, True), ("crun", "runsc-nonet", False),
 ])
-def test_runc_is_the_sandboxes_runtime_or_the_daemons_default(default: str, runtime: str | None, runc: bool):
+def test_the_host_kernel_is_the_sandboxes_runtime_or_the_daemons_default(default: str, runtime: str | None,
+                                                                         host_kernel: bool):
     daemon = _Daemon(default)
     backend = DockerBackend(client=daemon)  # type: ignore[arg-type]
     hardened = spec(hardening=Hardening(runtime=runtime)) if runtime else spec()
-    assert backend.runs_under_runc(hardened) is runc
-    backend.runs_under_runc(hardened)
+    assert backend.runs_on_host_kernel(hardened) is host_kernel
+    backend.runs_on_host_kernel(hardened)
     assert daemon.calls <= 1  # asked once, at most
