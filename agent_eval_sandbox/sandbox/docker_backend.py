@@ -87,11 +87,20 @@ LIFELINE_CONNECT_S = 15.0
 CPU_PERIOD_US = 500_000
 
 
-# Docker's own read-only paths (its OCI defaults, which a container's ReadonlyPaths replaces), and the
-# cgroup hierarchies' tmpfs: crun on a cgroup v1 host mounts that one writable by everyone (mode
-# 1777, 1 MiB), a place to write outside the sandbox's volumes, where runc leaves it root's.
+# The mount points of cgroup v1 hierarchies (the kernel's controllers, the usual co-mounts, systemd's
+# named hierarchy, a hybrid layout's v2 one). A runtime skips the paths a host does not have.
+CGROUP_HIERARCHIES = ("blkio", "cpu", "cpuacct", "cpu,cpuacct", "cpuset", "devices", "freezer", "hugetlb", "memory",
+                      "misc", "net_cls", "net_prio", "net_cls,net_prio", "perf_event", "pids", "rdma", "systemd",
+                      "unified")
+# Docker's own read-only paths (its OCI defaults, which a container's ReadonlyPaths replaces), then the
+# cgroup hierarchies: crun on a cgroup v1 host mounts their tmpfs writable by everyone (mode 1777,
+# 1 MiB), a place to write outside the sandbox's volumes where runc leaves it root's. crun makes the
+# read-only /sys/fs/cgroup by binding it with its sub-mounts and drops their read-only flag as it
+# does, so each hierarchy is listed as well: without them a sandbox user 0 could raise its own
+# memory, pids and CPU limits (found by the red team, eleventh round).
 # tests/integration/sandbox/test_sandbox_hardening.py checks the daemon's defaults are all here.
-READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", "/sys/fs/cgroup")
+READONLY_PATHS = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+                  "/sys/fs/cgroup", *(f"/sys/fs/cgroup/{hierarchy}" for hierarchy in CGROUP_HIERARCHIES))
 
 
 def host_config(api: docker.APIClient, spec: SandboxSpec, labels: Mapping[str, str],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent_eval_sandbox.errors import RuntimeNotRegisteredError
@@ -73,16 +75,47 @@ def test_the_read_only_paths_keep_every_one_of_the_daemons_defaults(backend, san
     assert defaults and set(defaults) <= set(READONLY_PATHS), defaults
 
 
+# Each mount point under /sys/fs/cgroup as the sandbox sees it (statvfs reads the topmost mount), then,
+# as whoever runs it, a write of "no limit" into each limit file the host's layout has.
+_CGROUP_WRITES = r"""
+import json, os
+points = sorted({line.split()[4] for line in open("/proc/self/mountinfo") if line.split()[4].startswith("/sys/fs/cgroup")})
+writable = [p for p in points if not os.statvfs(p).f_flag & os.ST_RDONLY]
+limits = ["pids/pids.max", "memory/memory.limit_in_bytes", "memory/memory.memsw.limit_in_bytes",
+          "cpu/cpu.cfs_quota_us", "pids.max", "memory.max", "cpu.max"]
+written = {}
+for name in limits:
+    path = "/sys/fs/cgroup/" + name
+    if os.path.exists(path):
+        try:
+            with open(path, "w") as f:
+                f.write("max" if "pids" in name or name.endswith(".max") else "-1")
+            written[name] = "written"
+        except OSError as exc:
+            written[name] = exc.strerror
+try:
+    open("/sys/fs/cgroup/planted", "w").write("x")
+    written["planted"] = "written"
+except OSError as exc:
+    written["planted"] = exc.strerror
+print(json.dumps({"points": points, "writable": writable, "written": written}))
+"""
+
+
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
 def test_the_cgroup_hierarchies_are_read_only_even_to_root(make_sandbox, runtime):
-    # crun on a cgroup v1 host mounts their tmpfs with mode 1777: without READONLY_PATHS the agent
-    # could write a MiB there, outside its volumes (found by the attack suite's first run under crun).
+    # crun on a cgroup v1 host mounts their tmpfs with mode 1777 (found by the attack suite's first
+    # run under crun); made read-only as a whole, crun left each hierarchy under it writable, and a
+    # sandbox user 0 raised its own limits (found by the red team, eleventh round).
     sandbox = make_sandbox(f"cgroup-{runtime}", limits=SMALL, hardening=Hardening(runtime=runtime))
     for user in ("1000:1000", "0:0"):
-        write = sandbox.exec(["sh", "-c", "echo x > /sys/fs/cgroup/planted"], user=user)
-        assert write.exit_code != 0 and b"Read-only file system" in write.stderr, (user, write)
-    # ...and what the counters are read from is still there to read.
+        seen = json.loads(sandbox.exec(["python3", "-c", _CGROUP_WRITES], user=user).stdout)
+        assert len(seen["points"]) > 1 and seen["writable"] == [], (user, seen)
+        assert "pids/pids.max" in seen["written"] or "pids.max" in seen["written"], seen  # some limit was tried
+        assert set(seen["written"].values()) == {"Read-only file system"}, (user, seen)
+    # ...and the limits, read where the counters come from, are the sandbox's still.
     assert sandbox.exec(["cat", "/sys/fs/cgroup/pids/pids.max"]).stdout == b"128\n"
+    assert sandbox.exec(["cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]).stdout == b"%d\n" % (256 * MiB)
 
 
 def test_the_agent_user_is_unprivileged_offline_and_read_only(make_sandbox):

@@ -78,6 +78,14 @@ for family, kind, proto, label in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPR
     except OSError as exc:
         emit("raw_socket", kind=label, opened=False, error=err_name(exc))
 
+# vsock is no network namespace's: whether the sandbox can make such a socket at all (it connects nowhere,
+# since the one peer on these VMs is the hypervisor; SECURITY.md, "What is not defended").
+try:
+    socket.socket(getattr(socket, "AF_VSOCK", 40), socket.SOCK_STREAM).close()
+    emit("vsock", opened=True, error="")
+except OSError as exc:
+    emit("vsock", opened=False, error=err_name(exc))
+
 
 def gateway(label, payload, shutdown=True):
     """Send raw bytes to the gateway socket; report the status line it answers with."""
