@@ -95,7 +95,7 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "image": "A prebuilt sandbox image to use as is.",
         "base_image": "The base the sandbox image is built from.",
         "claude_version": "The Claude Code version baked into the image.",
-        "runtime": "The container runtime (e.g. a gVisor one).",
+        "runtime": "The container runtime: crun, or a gVisor one; unset: the Docker daemon's default.",
         "cpus": "CPUs per case.",
         "memory": "Memory per case (e.g. 2g).",
         "pids": "Processes per case.",

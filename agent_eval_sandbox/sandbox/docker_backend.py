@@ -284,9 +284,10 @@ class DockerBackend(SandboxBackend):
                 f"(registered: {', '.join(sorted(self._daemon_runtimes())) or 'none'})",
                 # Plain `runsc install` is not enough: the sandbox has no network of runsc's making
                 # and must reach the gateway's unix socket.
-                fix="register it in /etc/docker/daemon.json and reload dockerd (for gVisor: "
-                f"`runsc install --runtime={name} -- --network=none --host-uds=open`, as scripts/install-gvisor.sh "
-                "does), or unset sandbox.runtime",
+                fix=("run scripts/install-crun.sh (it registers crun and reloads dockerd)" if name == "crun" else
+                     "register it in /etc/docker/daemon.json and reload dockerd (for gVisor: "
+                     f"`runsc install --runtime={name} -- --network=none --host-uds=open`, as "
+                     "scripts/install-gvisor.sh does)") + ", or unset sandbox.runtime",
             )
 
     # ---- where the sandboxes' host files live -----------------------------------------

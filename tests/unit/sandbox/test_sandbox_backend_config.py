@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.errors import ConfigError, DockerUnavailableError
+from agent_eval_sandbox.errors import ConfigError, DockerUnavailableError, RuntimeNotRegisteredError
 from agent_eval_sandbox.sandbox import registry
 from agent_eval_sandbox.sandbox.base import BindMount, Hardening, Limits, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_backend import (
@@ -150,3 +150,18 @@ def test_the_host_kernel_is_the_sandboxes_runtime_or_the_daemons_default(default
     assert backend.runs_on_host_kernel(hardened) is host_kernel
     backend.runs_on_host_kernel(hardened)
     assert daemon.calls <= 1  # asked once, at most
+
+
+class _DaemonWithoutCrun(_Daemon):
+    def info(self) -> dict:
+        return {"DefaultRuntime": "runc", "Runtimes": {"runc": {}}}
+
+
+@pytest.mark.parametrize(("runtime", "script"), [("crun", "scripts/install-crun.sh"),
+                                                 ("runsc-nonet", "scripts/install-gvisor.sh")])
+def test_an_unregistered_runtime_says_which_script_registers_it(runtime: str, script: str):
+    backend = DockerBackend(client=_DaemonWithoutCrun("runc"))  # type: ignore[arg-type]
+    with pytest.raises(RuntimeNotRegisteredError) as err:
+        backend.check_runtime(runtime)
+    assert f"{runtime!r} is not registered" in err.value.message and "(registered: runc)" in err.value.message
+    assert script in err.value.fix and err.value.fix.endswith("or unset sandbox.runtime")
