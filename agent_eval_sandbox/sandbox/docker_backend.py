@@ -42,7 +42,7 @@ from agent_eval_sandbox.sandbox.host_paths import (
     remote_daemon_error,
     shared_root,
 )
-from agent_eval_sandbox.sandbox.runtimes import HOST_KERNEL_RUNTIMES
+from agent_eval_sandbox.sandbox.runtimes import on_host_kernel
 
 
 class _Object(NamedTuple):
@@ -275,7 +275,8 @@ class DockerBackend(SandboxBackend):
         daemon's default one (a daemon may default to gVisor)."""
         if spec.hardening.runtime is None:
             self._daemon_runtimes()
-        return (spec.hardening.runtime or self._default_runtime) in HOST_KERNEL_RUNTIMES
+        runtime = spec.hardening.runtime or self._default_runtime
+        return runtime is not None and on_host_kernel(runtime)  # a daemon that names no default: assume nothing
 
     def check_runtime(self, name: str) -> None:
         if name not in self._daemon_runtimes():
