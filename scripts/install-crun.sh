@@ -18,21 +18,11 @@ DAEMON_JSON=/etc/docker/daemon.json
 UNIFIED=/sys/fs/cgroup/unified
 
 log() { printf '[install-crun] %s\n' "$*" >&2; }
+# shellcheck source=scripts/docker-runtime.sh
+. "$(dirname "$0")/docker-runtime.sh"
 
-if [ "$(id -u)" != 0 ]; then
-  log "run this as root (it installs a package, may mount a cgroup hierarchy and edits $DAEMON_JSON)"
-  exit 1
-fi
-if ! docker info >/dev/null 2>&1; then
-  log "Docker is not running: start it first (scripts/setup.sh does)"
-  exit 1
-fi
-
-if ! command -v crun >/dev/null 2>&1; then
-  log "installing crun (Debian's)"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q crun >/dev/null \
-    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q crun >/dev/null; }
-fi
+require_root_and_docker "installs a package, may mount a cgroup hierarchy and edits $DAEMON_JSON"
+apt_install crun "Debian's" crun
 BINARY=$(command -v crun)
 
 # Hybrid layout: a tmpfs of v1 hierarchies with the v2 one mounted at unified/.
@@ -47,27 +37,10 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" = tmpfs ] && [ "$(stat -fc %T "$UNIFIED" 2>
   done
 fi
 
-# Whether daemon.json registers the runtime as this crun binary.
-configured() {
-  python3 - "$DAEMON_JSON" "$RUNTIME" "$BINARY" <<'PY'
-import json, os, sys
-path, name, binary = sys.argv[1:]
-try:
-    runtime = json.load(open(path)).get("runtimes", {}).get(name, {})
-except (OSError, ValueError):
-    sys.exit(1)
-sys.exit(0 if os.path.realpath(runtime.get("path", "")) == os.path.realpath(binary) else 1)
-PY
-}
-
-registered() {
-  docker info --format '{{json .Runtimes}}' 2>/dev/null | python3 -c \
-    "import json, sys; sys.exit(0 if '$RUNTIME' in json.load(sys.stdin) else 1)"
-}
-
-if ! configured; then
-  log "registering runtime $RUNTIME in $DAEMON_JSON: $BINARY"
-  python3 - "$DAEMON_JSON" "$RUNTIME" "$BINARY" <<'PY'
+if ! runtime_configured "$RUNTIME" "$BINARY" || ! runtime_registered "$RUNTIME"; then
+  if ! runtime_configured "$RUNTIME" "$BINARY"; then
+    log "registering runtime $RUNTIME in $DAEMON_JSON: $BINARY"
+    python3 - "$DAEMON_JSON" "$RUNTIME" "$BINARY" <<'PY'
 import json, os, sys
 path, name, binary = sys.argv[1:]
 config = {}
@@ -80,26 +53,8 @@ with open(path + ".tmp", "w") as f:
     json.dump(config, f, indent=4)
 os.replace(path + ".tmp", path)
 PY
-fi
-
-if ! registered; then
-  # dockerd re-reads its runtimes on SIGHUP; under systemd, a reload does the same.
-  if pid=$(pidof dockerd); then
-    kill -HUP $pid
-  elif command -v systemctl >/dev/null 2>&1; then
-    systemctl reload docker
-  else
-    log "cannot find dockerd to reload it: restart Docker yourself"
-    exit 1
   fi
-  for _ in $(seq 1 30); do
-    registered && break
-    sleep 1
-  done
-  if ! registered; then
-    log "dockerd does not list $RUNTIME after a reload; see its log"
-    exit 1
-  fi
+  reload_until_registered "$RUNTIME"
 fi
 
 # A container's start is what fails on a cgroup layout crun cannot use: start one.
