@@ -983,6 +983,11 @@ class SandboxConfig(Model):
         if self.runtime is not None:
             raise ValueError("sandbox.runtime names a Docker runtime; on Kubernetes use sandbox.runtime_class "
                              "(e.g. gvisor) instead")
+        if int(self.user.partition(":")[0]) == 0:
+            # The case Pod says runAsNonRoot (kubernetes_objects.py): the kubelet would refuse to start it.
+            raise ValueError(f"sandbox.user {self.user!r} runs the agent as root, which the Kubernetes backend's "
+                             "Pods never do (runAsNonRoot); set a non-zero uid such as \"1000:1000\", or use "
+                             "sandbox.backend: docker")
         if not self.image:
             raise ValueError("sandbox.image is required with sandbox.backend: kubernetes (the cluster pulls it: "
                              "`agent-eval-sandbox image build`, then docker tag/push it to a registry the cluster "

@@ -39,6 +39,8 @@ def test_a_full_kubernetes_block_loads(write_eval):
     ("{backend: kubernetes, image: i, controller: {port: 0}}", "port"),
     ("{backend: kubernetes}", "sandbox.image is required with sandbox.backend: kubernetes"),
     ("{backend: kubernetes, image: i, runtime: runsc-nonet}", "use sandbox.runtime_class"),
+    ("{backend: kubernetes, image: i, user: '0:0'}", "sandbox.user '0:0' runs the agent as root"),
+    ("{backend: kubernetes, image: i, user: '00'}", "set a non-zero uid"),
     ("{namespace: evals}", "sandbox.namespace is a Kubernetes setting, but sandbox.backend is 'docker'"),
 ])
 def test_bad_kubernetes_settings_are_one_clear_line(write_eval, block, match):
