@@ -13,6 +13,7 @@ from agent_eval_sandbox.sandbox.base import BindMount, EndReason, Limits, Sandbo
 from agent_eval_sandbox.sandbox.kubernetes_backend import KubernetesBackend
 from agent_eval_sandbox.sandbox.labels import MANAGED
 from agent_eval_sandbox.sandbox.policy import STALE_AFTER_S
+from tests.integration.cgroup_writes import CGROUP_WRITES
 from tests.integration.kubernetes.podman_api import PodmanPodApi
 
 pytestmark = pytest.mark.docker
@@ -71,6 +72,21 @@ def test_the_case_pod_runs_hardened_with_its_control_files_read_only(kube_backen
         assert not _sh(box, f"touch {paths.RUN_DIR}/new").ok
         # The writable areas are the agent's.
         assert _sh(box, "touch /workspace/w /home/agent/h /tmp/t").ok
+
+
+def test_the_pod_cannot_lift_its_limits(kube_backend: KubernetesBackend, podman_image: str, tmp_path: Path):
+    # Kubernetes has no per-Pod read-only paths (the Docker backend sets them: crun on cgroup v1 mounts
+    # the hierarchies' tmpfs writable by everyone, and loses their read-only flag when it re-binds them).
+    # The hierarchies must be read-only mounts, not merely root's files: podman runs these Pods under
+    # crun once it is installed (scripts/install-crun.sh).
+    with kube_backend.create(_spec(podman_image, tmp_path)) as box:
+        seen = json.loads(box.exec(["python3", "-c", CGROUP_WRITES], timeout=60).stdout)
+        hierarchies = [point for point in seen["points"] if point != "/sys/fs/cgroup"]
+        assert hierarchies and not set(seen["writable"]) & set(hierarchies), seen
+        limits = {name: result for name, result in seen["written"].items() if name != "planted"}
+        assert limits and set(limits.values()) == {"Read-only file system"}, seen
+        memory = _sh(box, "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
+        assert int(memory.stdout) == 256 * 1024 * 1024
 
 
 def test_files_go_in_and_come_out_by_tar_over_exec(kube_backend: KubernetesBackend, podman_image: str,

@@ -11,6 +11,7 @@ from agent_eval_sandbox.sandbox import labels as L
 from agent_eval_sandbox.sandbox.base import Hardening, Limits, SandboxSpec
 from agent_eval_sandbox.sandbox.docker_backend import READONLY_PATHS
 from tests.docker_objects import objects_of_run
+from tests.integration.cgroup_writes import CGROUP_WRITES
 
 pytestmark = pytest.mark.docker
 
@@ -75,33 +76,6 @@ def test_the_read_only_paths_keep_every_one_of_the_daemons_defaults(backend, san
     assert defaults and set(defaults) <= set(READONLY_PATHS), defaults
 
 
-# Each mount point under /sys/fs/cgroup as the sandbox sees it (statvfs reads the topmost mount), then,
-# as whoever runs it, a write of "no limit" into each limit file the host's layout has.
-_CGROUP_WRITES = r"""
-import json, os
-points = sorted({line.split()[4] for line in open("/proc/self/mountinfo") if line.split()[4].startswith("/sys/fs/cgroup")})
-writable = [p for p in points if not os.statvfs(p).f_flag & os.ST_RDONLY]
-limits = ["pids/pids.max", "memory/memory.limit_in_bytes", "memory/memory.memsw.limit_in_bytes",
-          "cpu/cpu.cfs_quota_us", "pids.max", "memory.max", "cpu.max"]
-written = {}
-for name in limits:
-    path = "/sys/fs/cgroup/" + name
-    if os.path.exists(path):
-        try:
-            with open(path, "w") as f:
-                f.write("max" if "pids" in name or name.endswith(".max") else "-1")
-            written[name] = "written"
-        except OSError as exc:
-            written[name] = exc.strerror
-try:
-    open("/sys/fs/cgroup/planted", "w").write("x")
-    written["planted"] = "written"
-except OSError as exc:
-    written["planted"] = exc.strerror
-print(json.dumps({"points": points, "writable": writable, "written": written}))
-"""
-
-
 @pytest.mark.parametrize("runtime", ["runc", "crun"])
 def test_the_cgroup_hierarchies_are_read_only_even_to_root(make_sandbox, runtime):
     # crun on a cgroup v1 host mounts their tmpfs with mode 1777 (found by the attack suite's first
@@ -109,7 +83,7 @@ def test_the_cgroup_hierarchies_are_read_only_even_to_root(make_sandbox, runtime
     # sandbox user 0 raised its own limits (found by the red team, eleventh round).
     sandbox = make_sandbox(f"cgroup-{runtime}", limits=SMALL, hardening=Hardening(runtime=runtime))
     for user in ("1000:1000", "0:0"):
-        seen = json.loads(sandbox.exec(["python3", "-c", _CGROUP_WRITES], user=user).stdout)
+        seen = json.loads(sandbox.exec(["python3", "-c", CGROUP_WRITES], user=user).stdout)
         assert len(seen["points"]) > 1 and seen["writable"] == [], (user, seen)
         assert "pids/pids.max" in seen["written"] or "pids.max" in seen["written"], seen  # some limit was tried
         assert set(seen["written"].values()) == {"Read-only file system"}, (user, seen)
