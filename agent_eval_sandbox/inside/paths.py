@@ -31,6 +31,8 @@ SCRIPTS_DIR = "/opt/agent-eval"
 LAUNCHER = f"{SCRIPTS_DIR}/run_agent.py"
 HOOK_CLIENT = f"{SCRIPTS_DIR}/hook_client.py"
 LIFELINE = f"{SCRIPTS_DIR}/lifeline.py"
+# Runs a command under the seccomp filter the launcher puts on the agent (confine.py).
+CONFINE = f"{SCRIPTS_DIR}/confine.py"
 # Execute-only on the host's kernel (runc, crun): each process of it is non-dumpable from its first instruction.
 PROTECTED_PYTHON = "/usr/bin/python3-agent-eval"
 

@@ -18,6 +18,9 @@ the model gateway's socket took no connection, so the agent was not started
 (the host checks that against its own record before calling it the tool's
 failure).
 
+Before it starts anything it stacks the sandbox's seccomp filter (confine.py:
+no io_uring, no vsock), which every process of the agent inherits.
+
 The launcher holds the stream the host reads the conversation from, so it
 makes itself non-dumpable before anything of the agent runs: the agent's
 tools run as the same user, and a dumpable launcher's `/proc/<pid>/fd/1`
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 
 # -I leaves this file's directory off sys.path; forwarder.py and standby.py live next to it.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import confine  # noqa: E402
 import exit_archive  # noqa: E402
 import forwarder  # noqa: E402
 import standby as standby_  # noqa: E402
@@ -100,6 +104,12 @@ def main(argv: list[str] | None = None, collect: exit_archive.Collect | None = N
     problem = make_non_dumpable()
     if problem is not None:
         print(f"run_agent: cannot make the launcher non-dumpable ({problem}); not starting the agent",
+              file=sys.stderr, flush=True)
+        return LAUNCH_FAILED
+    # Before any thread starts, so that the forwarder's and every process of the agent's carry it.
+    problem = confine.install() if confine.wanted() else None
+    if problem is not None:
+        print(f"run_agent: cannot install the sandbox's seccomp filter ({problem}); not starting the agent",
               file=sys.stderr, flush=True)
         return LAUNCH_FAILED
     # Our own session: the host can signal the whole agent process tree at once.

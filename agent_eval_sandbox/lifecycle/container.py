@@ -1,7 +1,7 @@
 """Running a container-scope hook inside the case's sandbox.
 
 The hook runs as the sandbox user in the sandbox workspace, under the
-sandbox's limits, with `on_timeout="kill_exec"`: at the deadline only the
+sandbox's limits and the agent's seccomp filter, with `on_timeout="kill_exec"`: at the deadline only the
 hook's processes die and the sandbox stays usable for the agent and the
 other hooks. Its `.hook-outputs` file is first looked at with `stat` (kind
 and size, a link is not followed), then only a small regular file is copied
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
+from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.lifecycle.model import CommandOutcome
 from agent_eval_sandbox.lifecycle.outputs import (
     MAX_OUTPUT_BYTES,
@@ -37,6 +38,15 @@ _HOUSEKEEPING_TIMEOUT_S = 30.0
 _LOOK = 'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then stat -c "%F|%s|%n" -- "$f"; fi; done'
 
 
+# A hook may run what the agent wrote: it runs under the agent's seccomp filter (inside/confine.py).
+CONFINED = ("python3", "-I", "-S", paths.CONFINE)
+
+
+def hook_argv(command: str) -> list[str]:
+    """What a container hook's command runs as in the sandbox."""
+    return [*CONFINED, "bash", "-c", command]
+
+
 @dataclass(frozen=True)
 class SandboxExecutor:
     sandbox: Sandbox
@@ -48,7 +58,7 @@ class SandboxExecutor:
 
     def run(self, command: str, *, timeout_s: float, log: BinaryIO) -> CommandOutcome:
         result = self.sandbox.exec(
-            ["bash", "-c", command],
+            hook_argv(command),
             user=self.sandbox.spec.hardening.user,
             cwd=self.workspace,
             env=self.env,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.lifecycle.container import CONFINED
 from agent_eval_sandbox.sandbox.base import BindMount, EndReason, Limits, SandboxSpec
 from agent_eval_sandbox.sandbox.kubernetes_backend import KubernetesBackend
 from agent_eval_sandbox.sandbox.labels import MANAGED
@@ -87,6 +88,26 @@ def test_the_pod_cannot_lift_its_limits(kube_backend: KubernetesBackend, podman_
         assert limits and set(limits.values()) == {"Read-only file system"}, seen
         memory = _sh(box, "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
         assert int(memory.stdout) == 256 * 1024 * 1024
+
+
+_VSOCK_AND_IO_URING = (
+    "import ctypes, errno, socket\n"
+    "try:\n    socket.socket(40, socket.SOCK_STREAM).close(); print('vsock ok')\n"
+    "except OSError as exc:\n    print('vsock', errno.errorcode[exc.errno])\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "fd = libc.syscall(425, 4, ctypes.create_string_buffer(120))\n"
+    "print('io_uring', 'ok' if fd >= 0 else errno.errorcode[ctypes.get_errno()])\n")
+
+
+def test_what_runs_confined_in_the_pod_gets_no_vsock_and_no_io_uring(kube_backend: KubernetesBackend,
+                                                                       podman_image: str, tmp_path: Path):
+    # The launcher and the container hooks run under the tool's filter in a Pod too (the Pod sets
+    # no-new-privileges); podman's default profile refuses io_uring (ENOSYS) but makes vsock sockets.
+    with kube_backend.create(_spec(podman_image, tmp_path)) as box:
+        plain = box.exec(["python3", "-c", _VSOCK_AND_IO_URING], timeout=60)
+        confined = box.exec([*CONFINED, "python3", "-c", _VSOCK_AND_IO_URING], timeout=60)
+    assert plain.stdout.split(b"\n")[0] == b"vsock ok", plain
+    assert confined.stdout == b"vsock EAFNOSUPPORT\nio_uring EPERM\n", confined
 
 
 def test_files_go_in_and_come_out_by_tar_over_exec(kube_backend: KubernetesBackend, podman_image: str,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
-from agent_eval_sandbox.lifecycle.container import SandboxExecutor
+from agent_eval_sandbox.lifecycle.container import CONFINED, SandboxExecutor, hook_argv
 from agent_eval_sandbox.lifecycle.outputs import HookOutputsError
 from agent_eval_sandbox.sandbox.archive import CopyOutReport, SkippedEntry
 from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Sandbox, SandboxSpec
@@ -42,7 +42,7 @@ class ScriptedSandbox(Sandbox):
 
     def exec(self, cmd, **kwargs) -> ExecResult:
         self.commands.append(list(cmd))
-        key = "look" if cmd[0] == "sh" else cmd[0]
+        key = "look" if cmd[0] == "sh" else "bash" if cmd[-3:-1] == ["bash", "-c"] else cmd[0]
         return self.answers[key]
 
     def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
@@ -147,4 +147,4 @@ def test_exec_results_map_to_outcomes(result, expected):
     box = ScriptedSandbox({"bash": result}, never_copied)
     outcome = SandboxExecutor(box, {"X": "y"}).run("true", timeout_s=5, log=io.BytesIO())
     assert (outcome.exit_code, outcome.timed_out, outcome.error) == expected
-    assert box.commands == [["bash", "-c", "true"]]
+    assert box.commands == [hook_argv("true")] and hook_argv("true")[:4] == list(CONFINED)

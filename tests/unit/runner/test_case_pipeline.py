@@ -17,6 +17,7 @@ import pytest
 
 from agent_eval_sandbox.errors import DockerUnavailableError
 from agent_eval_sandbox.inside import paths
+from agent_eval_sandbox.lifecycle.container import CONFINED
 from agent_eval_sandbox.lifecycle.outputs import HookOutputs
 from agent_eval_sandbox.runner import case, collect
 from agent_eval_sandbox.sandbox.base import SandboxError
@@ -117,7 +118,7 @@ def test_hook_outputs_and_hook_made_files_reach_the_agent(eval_project, make_pip
                     leftover=call.host_path(".hook-outputs.yaml").exists())
 
     def container_hook(call: ExecCall) -> Reply:
-        if call.cmd[:2] == ("bash", "-c"):
+        if call.cmd[-3:-1] == ("bash", "-c"):
             container_hooks.append(call)
         return Reply()
 
@@ -131,10 +132,10 @@ def test_hook_outputs_and_hook_made_files_reach_the_agent(eval_project, make_pip
     assert seen["env"]["GREETING"] == "from-case" and seen["env"]["GLOBAL"] == "g"  # the case's outputs win
     assert seen["prepared"] == b"prepared for c1\n" and seen["leftover"] is False
     (hook,) = container_hooks
-    assert hook.cmd[2] == "echo in the sandbox" and hook.env["CASE_ID"] == "c1"
+    assert hook.cmd[:4] == CONFINED and hook.cmd[-1] == "echo in the sandbox" and hook.env["CASE_ID"] == "c1"
     (sandbox,) = backend.created
     # the container hook, the look for its outputs, then the agent
-    assert [a.detail for a in sandbox.did("exec")] == ["bash", "sh", "/usr/bin/python3-agent-eval"]
+    assert [a.detail for a in sandbox.did("exec")] == ["python3", "sh", "/usr/bin/python3-agent-eval"]
     assert "rows: 3" in pipeline.case_dir("c1").hook_outputs.read_text()
     assert "prepared.txt" not in outcome.changes.added  # the hook's file was there before the agent
     _no_sandbox_left(backend)
@@ -156,7 +157,7 @@ def test_after_each_runs_on_the_collected_workspace_when_the_agent_fails(eval_pr
     (sandbox,) = backend.created
     # the container hook ran after copy-out, before the sandbox went
     assert _kinds(sandbox)[-4:] == ["copy_out", "copy_out", "exec", "destroy"]
-    assert sandbox.did("exec")[1].detail == "bash"
+    assert sandbox.did("exec")[1].detail == "python3"
     _no_sandbox_left(backend)
 
 
@@ -334,13 +335,13 @@ def test_a_failing_container_before_each_hook_skips_the_agent_and_removes_the_sa
       command: 'exit 1'
 """)
     eval_project.case("c1")
-    cli.others = lambda call: Reply(exit_code=1) if call.cmd[:2] == ("bash", "-c") else Reply()
+    cli.others = lambda call: Reply(exit_code=1) if call.cmd[-3:-1] == ("bash", "-c") else Reply()
     outcome = make_pipeline().run("c1")
 
     assert outcome.end_reason == "hook_failed" and "before_each" in outcome.error
     assert cli.calls == []
     (sandbox,) = backend.created
-    assert sandbox.did("exec")[0].detail == "bash"
+    assert sandbox.did("exec")[0].detail == "python3"
     _no_sandbox_left(backend)
     assert marks.read_text() == "c1 no-output\n"
 
@@ -420,7 +421,7 @@ def test_after_a_deadline_the_sandbox_is_resumed_for_container_after_each_hooks(
     assert outcome.end_reason == "timed_out"
     (sandbox,) = backend.created
     assert _kinds(sandbox)[-5:] == ["copy_out", "copy_out", "thaw", "exec", "destroy"]
-    assert sandbox.did("exec")[1].detail == "bash" and not sandbox.did("exec")[1].frozen
+    assert sandbox.did("exec")[1].detail == "python3" and not sandbox.did("exec")[1].frozen
 
 
 def test_a_sandbox_that_cannot_be_resumed_warns_and_the_case_still_ends(eval_project, make_pipeline, backend, cli):

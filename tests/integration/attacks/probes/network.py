@@ -78,8 +78,8 @@ for family, kind, proto, label in ((socket.AF_INET, socket.SOCK_RAW, socket.IPPR
     except OSError as exc:
         emit("raw_socket", kind=label, opened=False, error=err_name(exc))
 
-# vsock is no network namespace's: whether the sandbox can make such a socket at all (it connects nowhere,
-# since the one peer on these VMs is the hypervisor; SECURITY.md, "What is not defended").
+# vsock is no network namespace's: whether the sandbox can make such a socket at all (it connects nowhere:
+# the one peer on these VMs is the hypervisor).
 try:
     socket.socket(getattr(socket, "AF_VSOCK", 40), socket.SOCK_STREAM).close()
     emit("vsock", opened=True, error="")
