@@ -39,7 +39,10 @@ _LOOK = 'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then stat -c "%F|%s|%n
 
 
 # A hook may run what the agent wrote: it runs under the agent's seccomp filter (inside/confine.py).
-CONFINED = ("python3", "-I", "-S", paths.CONFINE)
+# The interpreter that installs it is the execute-only one, non-dumpable from its first instruction:
+# under plain python3 a process the agent left running attached to it (same user) before the filter
+# was on, and made a vsock socket and an io_uring through it (found by the twelfth round's helper).
+CONFINED = (paths.PROTECTED_PYTHON, "-I", "-S", paths.CONFINE)
 
 
 def hook_argv(command: str) -> list[str]:

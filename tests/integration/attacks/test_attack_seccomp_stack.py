@@ -38,6 +38,12 @@ PROBE = "/workspace/.probe_syscalls.py"
 DETACHED = (f"setsid python3 {PROBE} {shlex.quote(json.dumps({'who': 'detached'}))} > /workspace/detached.txt 2>&1 "
             "< /dev/null & sleep 3; cat /workspace/detached.txt")
 HOOK = f"python3 {PROBE} {shlex.quote(json.dumps({'who': 'hook'}))}"
+# Left running by the agent: it tries to attach to each hook process before its filter is on (the
+# twelfth round's helper won that race 7 times in 10 while the filter was installed by plain python3).
+WATCH_LOG = "/workspace/.watch.log"
+WATCH = (f"setsid python3 /workspace/.probe_hook_watch.py {shlex.quote(json.dumps({'log': WATCH_LOG, 'seconds': 60}))} "
+         "> /dev/null 2>&1 < /dev/null & sleep 1; echo watching")
+HOOKS_RACED = 6
 REFUSED_NATIVE = {"vsock_socket": "EAFNOSUPPORT", "vsock_socketpair": "EAFNOSUPPORT", "io_uring_setup": "EPERM",
                   "inet_socket": "ok", "unix_socketpair": "ok"}
 REFUSED_I386 = {"vsock_socket": "EAFNOSUPPORT", "socketcall_socket": "EAFNOSUPPORT", "io_uring_setup": "EPERM",
@@ -57,9 +63,16 @@ def seccomp_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> Attac
           after_each:
             - scope: container
               command: {json.dumps(HOOK)}
+    """ + "".join(f"""
+            - scope: container
+              command: 'echo raced {n}'""" for n in range(HOOKS_RACED)) + f"""
+            - scope: container
+              command: 'cat {WATCH_LOG}'
     """, runtime)
+    watch = probe_steps("hook_watch", {})[0]  # written only: WATCH starts it with its own arguments
     project.case("reach", {"q": "go"},
-                 script=[*probe_steps("syscalls", {"who": "agent"}), bash(DETACHED), final("reached")])
+                 script=[*probe_steps("syscalls", {"who": "agent"}), bash(DETACHED), watch, bash(WATCH),
+                         final("reached")])
     return run_attack(project, runtime, "seccomp", "--offline")
 
 
@@ -95,6 +108,22 @@ def test_no_process_of_the_case_can_use_io_uring_or_vsock(seccomp_run: AttackRun
                         seccomp_run.runtime,
                         f"{i386['vsock_socket']} / {i386['socketcall_socket']} / {i386['io_uring_setup']}")
             assert i386 == REFUSED_I386, (who, probes["i386"])
+
+
+def test_a_process_the_agent_left_cannot_attach_to_a_hook_before_its_filter(seccomp_run: AttackRun) -> None:
+    log = (seccomp_run.result.run_dir / "hooks" / f"after_each.reach.{HOOKS_RACED + 1}.log").read_text()
+    found = records(log)
+    assert found and found[0]["probe"] == "watch", log[-2000:]
+    met = [r for r in found if r["probe"] == "met"]
+    attached = [r for r in met if r["attached"]]
+    record_fact("seccomp stack: hook processes met before their filter / attached", seccomp_run.runtime,
+                f"{len(met)} / {len(attached)}")
+    if is_gvisor(seccomp_run.runtime):
+        return  # gVisor shows no seccomp fields to compare, and has neither vsock nor io_uring to reach
+    assert attached == [], attached
+    # The window exists (a hook's interpreter runs a while before its filter is on): the watcher met
+    # it and was refused, rather than never looking.
+    assert any(r["error"] == "EPERM" for r in met), found
 
 
 def test_the_case_still_ran_and_its_hook_passed(seccomp_run: AttackRun) -> None:

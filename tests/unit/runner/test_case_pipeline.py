@@ -135,7 +135,7 @@ def test_hook_outputs_and_hook_made_files_reach_the_agent(eval_project, make_pip
     assert hook.cmd[:4] == CONFINED and hook.cmd[-1] == "echo in the sandbox" and hook.env["CASE_ID"] == "c1"
     (sandbox,) = backend.created
     # the container hook, the look for its outputs, then the agent
-    assert [a.detail for a in sandbox.did("exec")] == ["python3", "sh", "/usr/bin/python3-agent-eval"]
+    assert [a.detail for a in sandbox.did("exec")] == [CONFINED[0], "sh", "/usr/bin/python3-agent-eval"]
     assert "rows: 3" in pipeline.case_dir("c1").hook_outputs.read_text()
     assert "prepared.txt" not in outcome.changes.added  # the hook's file was there before the agent
     _no_sandbox_left(backend)
@@ -157,7 +157,7 @@ def test_after_each_runs_on_the_collected_workspace_when_the_agent_fails(eval_pr
     (sandbox,) = backend.created
     # the container hook ran after copy-out, before the sandbox went
     assert _kinds(sandbox)[-4:] == ["copy_out", "copy_out", "exec", "destroy"]
-    assert sandbox.did("exec")[1].detail == "python3"
+    assert sandbox.did("exec")[1].detail == CONFINED[0]
     _no_sandbox_left(backend)
 
 
@@ -341,7 +341,7 @@ def test_a_failing_container_before_each_hook_skips_the_agent_and_removes_the_sa
     assert outcome.end_reason == "hook_failed" and "before_each" in outcome.error
     assert cli.calls == []
     (sandbox,) = backend.created
-    assert sandbox.did("exec")[0].detail == "python3"
+    assert sandbox.did("exec")[0].detail == CONFINED[0]
     _no_sandbox_left(backend)
     assert marks.read_text() == "c1 no-output\n"
 
@@ -421,7 +421,7 @@ def test_after_a_deadline_the_sandbox_is_resumed_for_container_after_each_hooks(
     assert outcome.end_reason == "timed_out"
     (sandbox,) = backend.created
     assert _kinds(sandbox)[-5:] == ["copy_out", "copy_out", "thaw", "exec", "destroy"]
-    assert sandbox.did("exec")[1].detail == "python3" and not sandbox.did("exec")[1].frozen
+    assert sandbox.did("exec")[1].detail == CONFINED[0] and not sandbox.did("exec")[1].frozen
 
 
 def test_a_sandbox_that_cannot_be_resumed_warns_and_the_case_still_ends(eval_project, make_pipeline, backend, cli):

@@ -45,3 +45,12 @@ def test_the_in_sandbox_interpreters_skip_site() -> None:
     assert LAUNCHER_INTERPRETER[1:] == ("-I", "-S")
     assert HOOK_COMMAND.split()[:3] == [paths.PROTECTED_PYTHON, "-I", "-S"]
     assert lifeline.main_command()[:3] == ["python3", "-I", "-S"]
+
+
+def test_container_hooks_are_confined_by_the_execute_only_interpreter() -> None:
+    """Non-dumpable from its first instruction: nothing the agent left running can attach to it before
+    its filter is on (tests/integration/attacks/test_attack_seccomp_stack.py)."""
+    from agent_eval_sandbox.lifecycle.container import CONFINED, hook_argv
+
+    assert CONFINED == (paths.PROTECTED_PYTHON, "-I", "-S", paths.CONFINE)
+    assert hook_argv("true") == [*CONFINED, "bash", "-c", "true"]
