@@ -32,11 +32,13 @@ elif [ "$user" != agent ]; then
     usermod -l agent -g 1000 -d /home/agent -m -s /bin/bash "$user"
 fi
 
-# The hook client's interpreter: with EXEC_ONLY=1 an execute-only copy of
-# python3, so each hook process is non-dumpable from its first instruction (the
-# agent, same uid, cannot ptrace it or rewrite its answer). In /usr/bin it still
-# finds its stdlib.
-if [ "${EXEC_ONLY:-1}" = 1 ]; then mode=0711; else mode=0755; fi
+# The interpreter of the hook client, the launcher and the tool's own commands in
+# the sandbox: with EXEC_ONLY=1 an execute-only copy of python3, so each of their
+# processes is non-dumpable from its first instruction (the agent, same uid,
+# cannot ptrace it or rewrite its answer). 0111, not 0711: root inside
+# (sandbox.user "0:0") owns the file but has no CAP_DAC_OVERRIDE, so it cannot
+# read it either. In /usr/bin it still finds its stdlib.
+if [ "${EXEC_ONLY:-1}" = 1 ]; then mode=0111; else mode=0755; fi
 install -o root -g root -m "$mode" "$(readlink -f /usr/bin/python3)" /usr/bin/python3-agent-eval
 
 mkdir -p /home/agent /workspace

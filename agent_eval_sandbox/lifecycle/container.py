@@ -28,14 +28,13 @@ from agent_eval_sandbox.lifecycle.outputs import (
     ambiguous_outputs,
     parse_hook_outputs,
 )
+from agent_eval_sandbox.sandbox import process_scripts as ps
 from agent_eval_sandbox.sandbox.base import EndReason, Sandbox
 from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 
 # Cap of what one hook may write to its log from inside the sandbox.
 MAX_LOG_BYTES = 16 * 1024 * 1024
 _HOUSEKEEPING_TIMEOUT_S = 30.0
-# Prints "kind|size|path" for each argument that exists, even as a dangling link.
-_LOOK = 'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then stat -c "%F|%s|%n" -- "$f"; fi; done'
 
 
 # A hook may run what the agent wrote: it runs under the agent's seccomp filter (inside/confine.py).
@@ -94,10 +93,10 @@ class SandboxExecutor:
         return result
 
     def _look(self) -> list[_Found]:
-        """What sits under the output names, as `stat` (which never follows a link) sees it."""
+        """What sits under the output names, as `lstat` (which never follows a link) sees it."""
         paths = [f"{self.workspace}/{name}" for name in OUTPUT_FILE_NAMES]
         probe = self.sandbox.exec(
-            ["sh", "-c", _LOOK, "sh", *paths],
+            ps.interpreter(ps.LOOK, *paths),
             user=self.sandbox.spec.hardening.user,
             cwd=self.workspace,
             timeout=_HOUSEKEEPING_TIMEOUT_S,
@@ -139,7 +138,7 @@ class SandboxExecutor:
 
     def _delete(self, paths: list[str]) -> None:
         result = self.sandbox.exec(
-            ["rm", "-rf", "--", *paths],
+            ps.interpreter(ps.REMOVE, *paths),
             user=self.sandbox.spec.hardening.user,
             cwd=self.workspace,
             timeout=_HOUSEKEEPING_TIMEOUT_S,

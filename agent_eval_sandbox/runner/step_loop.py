@@ -48,14 +48,14 @@ from agent_eval_sandbox.runner.steps import (
     step_prompt,
     stops_pipeline,
 )
+from agent_eval_sandbox.sandbox import process_scripts as ps
 from agent_eval_sandbox.sandbox.base import ExecResult, Sandbox, SandboxError
 
 # What `.files` is measured with: every regular file of the workspace, its size and mtime.
-LISTING_ARGV = ("find", paths.WORKSPACE, "-xdev", "-type", "f", "-printf", "%s %T@ %P\\0")
+LISTING_ARGV = tuple(ps.interpreter(ps.LIST_FILES, paths.WORKSPACE))
 LISTING_TIMEOUT_S = 60.0
 # SIGKILL to every process the agent's user may signal (kill(-1) spares only the caller): run as that user.
-KILL_LEFTOVERS_ARGV = ("python3", "-I", "-c",
-                       "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass")
+KILL_LEFTOVERS_ARGV = tuple(ps.interpreter(ps.KILL_LEFTOVERS))
 LISTING_MAX_BYTES = 16 * 1024 * 1024
 
 

@@ -59,7 +59,7 @@ from agent_eval_sandbox.sandbox.outcome import (
     parse_probe,
     probe_lines,
 )
-from agent_eval_sandbox.sandbox.process_scripts import EXEC_MARKER
+from agent_eval_sandbox.sandbox.process_scripts import EXEC_MARKER, interpreter
 from agent_eval_sandbox.sandbox.process_scripts import KILLER as _KILLER
 
 # Kills every process of the sandbox user but itself; docker-init and the main
@@ -498,7 +498,7 @@ class DockerSandbox(Sandbox):
         try:
             with docker_errors(f"killing a command in sandbox {self._name}"):
                 killer = self._api.exec_create(
-                    self._id, ["python3", "-c", _KILLER, f"{EXEC_MARKER}={marker}"],
+                    self._id, interpreter(_KILLER, f"{EXEC_MARKER}={marker}"),
                     user=user or self._spec.hardening.user,
                 )
                 self._brief_output(killer["Id"], "the killer")
@@ -776,7 +776,7 @@ class DockerSandbox(Sandbox):
             for attempt in range(20):
                 try:
                     with docker_errors("killing the processes of a resumed sandbox"):
-                        reaper = self._api.exec_create(self._id, ["python3", "-c", _REAPER],
+                        reaper = self._api.exec_create(self._id, interpreter(_REAPER),
                                                        user=self._spec.hardening.user)
                         self._brief_output(reaper["Id"], "the reaper")
                         if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:

@@ -261,7 +261,8 @@ def _write_context(out: tarfile.TarFile, files: Mapping[str, Path], claude: Clau
         out.addfile(info)
     for name, path in files.items():
         add(name, path, 0o644)
-    add("claude", claude.path, 0o711 if exec_only else 0o755)
+    # Execute-only even to root inside, which owns it but has no CAP_DAC_OVERRIDE (sandbox-setup.sh).
+    add("claude", claude.path, 0o111 if exec_only else 0o755)
 
 
 def _build(

@@ -249,7 +249,7 @@ class KubernetesSandbox(Sandbox):
     def _kill_exec(self, channel: ExecChannel, output: _Output, marker: str) -> int | None:
         """Kill the command's processes only; if that fails, freeze the sandbox."""
         try:
-            self._run_quietly(["python3", "-c", ps.KILLER, f"{ps.EXEC_MARKER}={marker}"])
+            self._run_quietly(ps.interpreter(ps.KILLER, f"{ps.EXEC_MARKER}={marker}"))
             end = time.monotonic() + _KILL_WAIT_S
             while time.monotonic() < end:
                 for stream, data in channel.read(0.05):
@@ -343,7 +343,7 @@ class KubernetesSandbox(Sandbox):
             # refuses from here on.
             for attempt in range(5):
                 try:
-                    code, _ = self._run_quietly(["python3", "-I", "-c", ps.STOP_ALL], timeout=10.0)
+                    code, _ = self._run_quietly(ps.interpreter(ps.STOP_ALL), timeout=10.0)
                 except SandboxError:
                     code = None
                 if code == 0:
@@ -359,7 +359,7 @@ class KubernetesSandbox(Sandbox):
                 return True
             for attempt in range(20):
                 try:
-                    code, _ = self._run_quietly(["python3", "-I", "-c", ps.KILL_ALL], timeout=10.0)
+                    code, _ = self._run_quietly(ps.interpreter(ps.KILL_ALL), timeout=10.0)
                 except SandboxError:
                     code = None
                 if code == 0:

@@ -11,7 +11,8 @@ import pytest
 
 from agent_eval_sandbox.errors import UnsafeArchiveError
 from agent_eval_sandbox.lifecycle.container import CONFINED, SandboxExecutor, hook_argv
-from agent_eval_sandbox.lifecycle.outputs import HookOutputsError
+from agent_eval_sandbox.lifecycle.outputs import OUTPUT_FILE_NAMES, HookOutputsError
+from agent_eval_sandbox.sandbox import process_scripts as ps
 from agent_eval_sandbox.sandbox.archive import CopyOutReport, SkippedEntry
 from agent_eval_sandbox.sandbox.base import EndReason, ExecResult, Sandbox, SandboxSpec
 
@@ -42,7 +43,8 @@ class ScriptedSandbox(Sandbox):
 
     def exec(self, cmd, **kwargs) -> ExecResult:
         self.commands.append(list(cmd))
-        key = "look" if cmd[0] == "sh" else "bash" if cmd[-3:-1] == ["bash", "-c"] else cmd[0]
+        key = ("look" if ps.LOOK in cmd else "rm" if ps.REMOVE in cmd
+               else "bash" if cmd[-3:-1] == ["bash", "-c"] else cmd[0])
         return self.answers[key]
 
     def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
@@ -78,7 +80,7 @@ def never_copied(src: str, dest: Path) -> CopyOutReport:
 def test_nothing_there_means_one_look_and_nothing_else():
     box = ScriptedSandbox({"look": done()}, never_copied)
     assert SandboxExecutor(box, {}).take_outputs() is None
-    assert [c[0] for c in box.commands] == ["sh"]
+    assert box.commands == [ps.interpreter(ps.LOOK, *(f"/workspace/{name}" for name in OUTPUT_FILE_NAMES))]
 
 
 def test_file_turned_into_a_link_between_look_and_copy_is_refused_and_deleted():
@@ -88,7 +90,7 @@ def test_file_turned_into_a_link_between_look_and_copy_is_refused_and_deleted():
     box = ScriptedSandbox({"look": LOOK_REGULAR, "rm": done()}, copy)
     with pytest.raises(HookOutputsError, match=r"\(in the sandbox\): changed while being read; refused"):
         SandboxExecutor(box, {}).take_outputs()
-    assert box.commands[-1] == ["rm", "-rf", "--", "/workspace/.hook-outputs.yaml"]
+    assert box.commands[-1] == ps.interpreter(ps.REMOVE, "/workspace/.hook-outputs.yaml")
 
 
 def test_file_grown_past_the_cap_between_look_and_copy_is_refused():
@@ -115,7 +117,7 @@ def test_good_file_is_parsed_and_deleted():
     found = SandboxExecutor(box, {}).take_outputs()
     assert found is not None and found.outputs.env == {"A": "b"}
     assert found.source == "/workspace/.hook-outputs.yaml (in the sandbox)"
-    assert box.commands[-1][0] == "rm"
+    assert ps.REMOVE in box.commands[-1]
 
 
 def test_undeletable_file_is_refused():

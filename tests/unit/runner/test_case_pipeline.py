@@ -135,7 +135,7 @@ def test_hook_outputs_and_hook_made_files_reach_the_agent(eval_project, make_pip
     assert hook.cmd[:4] == CONFINED and hook.cmd[-1] == "echo in the sandbox" and hook.env["CASE_ID"] == "c1"
     (sandbox,) = backend.created
     # the container hook, the look for its outputs, then the agent
-    assert [a.detail for a in sandbox.did("exec")] == [CONFINED[0], "sh", "/usr/bin/python3-agent-eval"]
+    assert [a.detail for a in sandbox.did("exec")] == [CONFINED[0], CONFINED[0], "/usr/bin/python3-agent-eval"]
     assert "rows: 3" in pipeline.case_dir("c1").hook_outputs.read_text()
     assert "prepared.txt" not in outcome.changes.added  # the hook's file was there before the agent
     _no_sandbox_left(backend)
