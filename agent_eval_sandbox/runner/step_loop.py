@@ -16,7 +16,6 @@ them whatever it says.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -210,18 +209,24 @@ class Pipeline:
 
     def _end_leftovers(self) -> None:
         """Kill what the step left running (`setsid nohup … &` outlives the CLI): before the step's files and
-        costs are taken, so that nothing of it writes, spends or is counted in a later step."""
-        with contextlib.suppress(SandboxError):
-            self.box.exec(list(KILL_LEFTOVERS_ARGV), user=self.box.spec.hardening.user, timeout=LISTING_TIMEOUT_S,
-                          on_timeout="kill_exec")
+        costs are taken, so that nothing of it writes, spends or is counted in a later step.
+
+        The killer runs as the agent's user, so what it is to kill may kill or stop it first (the
+        twelfth round's third helper): unless it says none is left, the sandbox counts as broken and
+        no later step runs in it."""
+        done = self.box.exec(list(KILL_LEFTOVERS_ARGV), user=self.box.spec.hardening.user,
+                             timeout=LISTING_TIMEOUT_S, on_timeout="kill_exec")
+        if not done.ok:
+            raise SandboxError(f"what the step left running could not be ended ({_how(done)})")
 
     def _listing(self) -> dict[str, tuple[int, str]]:
-        """The workspace's files as the step's own `.files` compares them (best effort: {} if it fails)."""
-        with contextlib.suppress(SandboxError):
-            listed = self.box.exec(list(LISTING_ARGV), timeout=LISTING_TIMEOUT_S, on_timeout="kill_exec",
-                                   max_output_bytes=LISTING_MAX_BYTES)
-            return parse_listing(listed.stdout or b"")
-        return {}
+        """The workspace's files as the step's own `.files` compares them. A listing that did not finish
+        (killed or stopped by what the agent left running) is an error, never an empty change."""
+        listed = self.box.exec(list(LISTING_ARGV), timeout=LISTING_TIMEOUT_S, on_timeout="kill_exec",
+                               max_output_bytes=LISTING_MAX_BYTES)
+        if not listed.ok:
+            raise SandboxError(f"the workspace's files could not be listed ({_how(listed)})")
+        return parse_listing(listed.stdout or b"")
 
     def _exec(self, plan: StepPlan, limits: StepLimits, step_env: Mapping[str, str], out: CaseDir,
               prompt: str) -> ExecResult:
@@ -242,3 +247,9 @@ class Pipeline:
                                  timeout=limits.timeout_s,
                                  on_timeout="freeze" if limits.case_deadline else "kill_exec")
 
+
+def _how(result: ExecResult) -> str:
+    """How one of the tool's own commands ended, when not as it should."""
+    if result.exit_code is not None and result.end_reason.value == "exited":
+        return f"exit {result.exit_code}"
+    return result.end_reason.value + (f", signal {result.signal}" if result.signal else "")

@@ -52,8 +52,26 @@ KILL_ALL = (
     "raise SystemExit(1)\n"
 )
 
-# SIGKILL to every process the caller may signal (kill(-1) spares only the caller).
-KILL_LEFTOVERS = "import os, signal\ntry: os.kill(-1, signal.SIGKILL)\nexcept OSError: pass\n"
+# SIGKILL to every process the caller may signal (kill(-1) spares only the caller), until no other
+# process of its user is left (a killed one stays in /proc until its parent reaps it): exit 0 then, 1
+# if some never went.
+KILL_LEFTOVERS = (
+    "import os,signal,sys,time\n"
+    "me,uid=os.getpid(),os.getuid()\n"
+    "def left():\n"
+    "  n=0\n"
+    "  for p in os.listdir('/proc'):\n"
+    "    if p.isdigit() and int(p)!=me:\n"
+    "      try: n+=os.stat('/proc/'+p).st_uid==uid\n"
+    "      except OSError: pass\n"
+    "  return n\n"
+    "for _ in range(100):\n"
+    "  try: os.kill(-1,signal.SIGKILL)\n"
+    "  except OSError: pass\n"
+    "  if not left(): sys.exit(0)\n"
+    "  time.sleep(0.01)\n"
+    "sys.exit(1)\n"
+)
 
 # Every regular file under argv[1], on its filesystem only (`find -xdev -type f`), as
 # "size mtime path\0" with the path relative to it; iterative, so no depth of directories stops it.
@@ -97,15 +115,29 @@ LOOK = (
 )
 
 # Removes each argument (`rm -rf`): a directory with what is in it, anything else itself; a link
-# is removed, never followed. Exit 1 if something stayed.
+# is removed, never followed; iterative, so no depth of directories stops it. Exit 1 if something
+# stayed.
 REMOVE = (
-    "import os,shutil,stat,sys\n"
+    "import os,stat,sys\n"
     "bad=0\n"
-    "for f in sys.argv[1:]:\n"
-    "  try:\n"
-    "    if stat.S_ISDIR(os.lstat(f).st_mode): shutil.rmtree(f)\n"
-    "    else: os.unlink(f)\n"
+    "def gone(call,path):\n"
+    "  global bad\n"
+    "  try: call(path)\n"
     "  except FileNotFoundError: pass\n"
-    "  except OSError as e: sys.stderr.write('%s: %s\\n'%(f,e.strerror)); bad=1\n"
+    "  except OSError as e: sys.stderr.write('%s: %s\\n'%(path,e.strerror)); bad=1\n"
+    "for f in sys.argv[1:]:\n"
+    "  try: top=stat.S_ISDIR(os.lstat(f).st_mode)\n"
+    "  except OSError: top=False\n"
+    "  if not top:\n"
+    "    gone(os.unlink,f); continue\n"
+    "  dirs,todo=[],[f]\n"
+    "  while todo:\n"
+    "    d=todo.pop(); dirs.append(d)\n"
+    "    try: entries=list(os.scandir(d))\n"
+    "    except OSError as e: sys.stderr.write('%s: %s\\n'%(d,e.strerror)); bad=1; continue\n"
+    "    for e in entries:\n"
+    "      if e.is_dir(follow_symlinks=False): todo.append(e.path)\n"
+    "      else: gone(os.unlink,e.path)\n"
+    "  for d in reversed(dirs): gone(os.rmdir,d)\n"
     "sys.exit(bad)\n"
 )

@@ -13,6 +13,11 @@ Here a container `before_each` hook and step 1's agent each leave a watcher runn
 (probes/hook_watch.py) that `PTRACE_SEIZE`s every process of its user with fewer seccomp filters
 than its own, as uid 1000 and as root.
 
+A third helper then killed those commands instead (a signal from the same user, which being
+non-dumpable does not stop): the killer died before it killed, the listing before it listed, and
+the tool took an empty change and went on to step 2 with the leftover alive. Now a killer that
+does not say none is left, or a listing that does not finish, ends the pipeline in an error.
+
 Promise attacked: what a pipeline's step leaves running cannot write or count in the next, and
 nothing of the case's reaches io_uring or vsock.
 """
@@ -104,3 +109,46 @@ def test_the_watcher_of_step_one_neither_wrote_nor_counted_in_step_two(hijack_ru
     steps = {step["step_id"]: step for step in entry["steps"]}
     assert steps["first"]["exit_code"] == 0 and steps["second"]["exit_code"] == 0, entry
     assert not any(".watch" in path for path in steps["second"].get("files", [])), steps["second"]
+
+
+@pytest.fixture(scope="module")
+def killer_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> AttackRun:
+    project = make_project(tmp_path_factory, "toolkill", runtime)
+    write_eval(project, """
+        name: attack-tool-killer
+        models: {skill: claude-sonnet-4-6}
+        runner: {permission_mode: bypassPermissions}
+        dataset: {path: cases, workspace: {files: [kill.py]}}
+        execution:
+          timeout: 120
+          steps:
+            - {id: first, prompt: "start"}
+            - {id: second, prompt: "look"}
+    """, runtime)
+    start = (f"echo made > made.txt; setsid python3 /workspace/kill.py {shlex.quote(json.dumps({'seconds': 90}))} "
+             "> /dev/null 2>&1 < /dev/null & sleep 1; echo killing")
+    first = [bash(start), final("first done")]
+    second = [bash("ps -eo args > ps2.txt; cat ps2.txt"), final("second done")]
+    project.case("c1", {"q": "x"}, files={
+        "kill.py": (PROBES / "tool_killer.py").read_text(),
+        "model_script.first.yaml": yaml.safe_dump(first, sort_keys=False),
+        "model_script.second.yaml": yaml.safe_dump(second, sort_keys=False),
+    })
+    return run_attack(project, runtime, "toolkill", "--offline")
+
+
+def test_a_leftover_that_kills_the_tools_commands_stops_the_pipeline_or_dies(killer_run: AttackRun) -> None:
+    entry = killer_run.entry("c1")
+    steps = {step["step_id"]: step for step in entry["steps"]}
+    first = steps["first"]
+    record_fact("a leftover killing the tool's commands: step one ended / step two", killer_run.runtime,
+                f"{first['end_reason']} ({(first.get('error') or '')[:60]}) / {steps['second'].get('skipped') or 'ran'}")
+    if first["end_reason"] == "exited":
+        # The killer won the race: then the leftover is gone before step 2, and step 1's files are true.
+        assert "made.txt" in first["files"], first
+        assert not any("kill.py" in call.output for call in killer_run.calls("c1")[1:]), "the leftover lived on"
+    else:
+        # It lost: the step says why, no later step runs in the sandbox, and the case is not complete.
+        assert first["end_reason"] == "error" and "could not be" in (first.get("error") or ""), first
+        assert steps["second"].get("skipped"), steps["second"]
+        assert entry["completed"] is False, entry

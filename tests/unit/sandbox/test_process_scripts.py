@@ -41,6 +41,9 @@ def test_the_listing_is_every_regular_file_at_any_depth_and_follows_no_link(tmp_
     os.close(fd)
     (tmp_path / "name\udcff").write_bytes(b"x")  # not UTF-8
     listed = _run(ps.LIST_FILES, str(tmp_path))
+    # REMOVE takes the deep chain away as iteratively (shutil.rmtree, pytest's cleanup, cannot).
+    removed = _run(ps.REMOVE, str(tmp_path / "d"))
+    assert removed.returncode == 0 and not (tmp_path / "d").exists(), removed.stderr
     assert listed.returncode == 0, listed.stderr
     listing = parse_listing(listed.stdout)
     assert set(listing) == {"a/b/x.txt", "empty", "/".join(["d"] * 1100) + "/bottom", "name\udcff"}
