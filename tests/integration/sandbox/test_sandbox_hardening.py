@@ -213,12 +213,16 @@ def test_the_image_is_what_the_design_says(backend, sandbox_image, make_sandbox)
     owners = sandbox.exec(
         ["stat", "-c", "%U %a %n", "/usr/local/bin/claude", "/usr/bin/python3-agent-eval", "/opt/agent-eval"]
     ).stdout.decode()
-    # Execute-only (runc image): the CLI and the hook interpreter run non-dumpable.
+    # Execute-only (runc image), to root inside as well (it owns them, without CAP_DAC_OVERRIDE): the
+    # CLI, the launcher, the hook client and the tool's own commands run non-dumpable.
     assert owners.splitlines() == [
-        "root 711 /usr/local/bin/claude",
-        "root 711 /usr/bin/python3-agent-eval",
+        "root 111 /usr/local/bin/claude",
+        "root 111 /usr/bin/python3-agent-eval",
         "root 755 /opt/agent-eval",
     ]
+    for user in ("1000:1000", "0:0"):
+        read = sandbox.exec(["sh", "-c", "head -c 4 /usr/bin/python3-agent-eval /usr/local/bin/claude"], user=user)
+        assert not read.ok and read.stdout == b"" and b"Permission denied" in read.stderr, (user, read)
     assert not sandbox.exec(["sh", "-c", "touch /opt/agent-eval/x"]).ok
     tools = sandbox.exec(["sh", "-c", "for t in python3 git ps; do command -v $t || exit 1; done; getent passwd agent"])
     assert tools.ok and tools.stdout.decode().splitlines() == [
