@@ -35,6 +35,9 @@ LIFELINE = f"{SCRIPTS_DIR}/lifeline.py"
 CONFINE = f"{SCRIPTS_DIR}/confine.py"
 # Execute-only on the host's kernel (runc, crun): each process of it is non-dumpable from its first instruction.
 PROTECTED_PYTHON = "/usr/bin/python3-agent-eval"
+# How every script of ours starts under it: -I, nothing of the environment (PYTHON*, the script's directory on
+# sys.path) chooses what runs; -S, the standard library alone, without `site`'s start-up.
+PROTECTED_INTERPRETER = (PROTECTED_PYTHON, "-I", "-S")
 
 # The CLI reaches the gateway through the launcher's TCP forwarder on loopback.
 FORWARDER_PORT = 8080

@@ -41,7 +41,7 @@ HOOK_CLIENT_PATH = paths.HOOK_CLIENT
 # (which the agent could try to set through settings env) choose what runs.
 # An execute-only python3 (made in the image): the hook process is non-dumpable. -S: the
 # standard library alone, without `site`'s start-up, for a process started at every tool call.
-HOOK_COMMAND = f"{paths.PROTECTED_PYTHON} -I -S {HOOK_CLIENT_PATH}"
+HOOK_COMMAND = " ".join((*paths.PROTECTED_INTERPRETER, HOOK_CLIENT_PATH))
 MANAGED_SETTINGS_PATH = paths.MANAGED_SETTINGS
 # The reference's per-hook timeout, sized for a batch of LLM-answered
 # questions. The client gives up (and denies) well before it, the broker's

@@ -1,9 +1,9 @@
 """Running a container-scope hook inside the case's sandbox.
 
 The hook runs as the sandbox user in the sandbox workspace, under the
-sandbox's limits and the agent's seccomp filter, with `on_timeout="kill_exec"`: at the deadline only the
-hook's processes die and the sandbox stays usable for the agent and the
-other hooks. Its `.hook-outputs` file is first looked at with `stat` (kind
+sandbox's limits and the agent's seccomp filter, with `on_timeout="kill_exec"`:
+at the deadline only the hook's processes die and the sandbox stays usable for
+the agent and the other hooks. Its `.hook-outputs` file is first looked at with `lstat` (kind
 and size, a link is not followed), then only a small regular file is copied
 out through the sandbox's safe archive extraction, and whatever was found is
 deleted inside the sandbox.
@@ -41,7 +41,7 @@ _HOUSEKEEPING_TIMEOUT_S = 30.0
 # The interpreter that installs it is the execute-only one, non-dumpable from its first instruction:
 # under plain python3 a process the agent left running attached to it (same user) before the filter
 # was on, and made a vsock socket and an io_uring through it (found by the twelfth round's helper).
-CONFINED = (paths.PROTECTED_PYTHON, "-I", "-S", paths.CONFINE)
+CONFINED = (*paths.PROTECTED_INTERPRETER, paths.CONFINE)
 
 
 def hook_argv(command: str) -> list[str]:

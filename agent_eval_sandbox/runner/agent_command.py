@@ -26,7 +26,7 @@ from agent_eval_sandbox.inside import paths
 # Execute-only on the host's kernel (a non-dumpable process from its first instruction); -I keeps
 # PYTHON* variables of the agent's environment from changing what the launcher runs; -S skips
 # `site` (the launcher needs the standard library alone), ~2 ms of each case's CPU.
-LAUNCHER_INTERPRETER = (paths.PROTECTED_PYTHON, "-I", "-S")
+LAUNCHER_INTERPRETER = paths.PROTECTED_INTERPRETER
 
 # Set by the host itself; a config or hook may not override them inside the sandbox.
 MANAGED_KEYS = frozenset(

@@ -17,7 +17,7 @@ from agent_eval_sandbox.inside import paths
 
 def interpreter(script: str, *args: str) -> list[str]:
     """The argv that runs `script` in the sandbox: untraceable by the sandbox user's other processes."""
-    return [paths.PROTECTED_PYTHON, "-I", "-S", "-c", script, *args]
+    return [*paths.PROTECTED_INTERPRETER, "-c", script, *args]
 
 
 # Set on "kill_exec" commands so that their processes (and children that
