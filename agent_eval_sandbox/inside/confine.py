@@ -4,7 +4,10 @@ Standard library only, no imports of ours: the launcher installs it before it
 starts the agent (every process of the agent inherits it and none can remove
 it), and a container hook runs under it as
 
-    python3 -I -S /opt/agent-eval/confine.py COMMAND...
+    /usr/bin/python3-agent-eval -I -S /opt/agent-eval/confine.py COMMAND...
+
+(the execute-only interpreter: nothing of the sandbox user's can attach to it
+before the filter is on).
 
 Docker 20.10's default profile allows both on the host's kernel: io_uring,
 the road of many kernel privilege escalations, and `AF_VSOCK`, a socket
@@ -140,11 +143,16 @@ def install() -> str | None:
     return None
 
 
+def apply() -> str | None:
+    """`install` where the filter goes on (`wanted`); None if it is on, or not wanted."""
+    return install() if wanted() else None
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: confine.py COMMAND [ARG...]", file=sys.stderr)
         return 2
-    problem = install() if wanted() else None
+    problem = apply()
     if problem is not None:
         print(f"confine: cannot install the sandbox's seccomp filter ({problem}); not running {argv[0]}",
               file=sys.stderr, flush=True)

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None, collect: exit_archive.Collect | None = N
               file=sys.stderr, flush=True)
         return LAUNCH_FAILED
     # Before any thread starts, so that the forwarder's and every process of the agent's carry it.
-    problem = confine.install() if confine.wanted() else None
+    problem = confine.apply()
     if problem is not None:
         print(f"run_agent: cannot install the sandbox's seccomp filter ({problem}); not starting the agent",
               file=sys.stderr, flush=True)
