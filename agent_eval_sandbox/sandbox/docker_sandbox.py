@@ -59,30 +59,9 @@ from agent_eval_sandbox.sandbox.outcome import (
     parse_probe,
     probe_lines,
 )
-from agent_eval_sandbox.sandbox.process_scripts import EXEC_MARKER, interpreter
+from agent_eval_sandbox.sandbox.process_scripts import EXEC_MARKER, KILL_LEFTOVERS, interpreter
 from agent_eval_sandbox.sandbox.process_scripts import KILLER as _KILLER
 
-# Kills every process of the sandbox user but itself; docker-init and the main
-# process run as another user and stay.
-_REAPER = (
-    "import os\n"
-    "me,uid=os.getpid(),os.getuid()\n"
-    "def procs():\n"
-    "  out=[]\n"
-    "  for p in os.listdir('/proc'):\n"
-    "    if not p.isdigit() or int(p)==me: continue\n"
-    "    try:\n"
-    "      if os.stat('/proc/'+p).st_uid==uid: out.append(int(p))\n"
-    "    except OSError: pass\n"
-    "  return out\n"
-    "for _ in range(50):\n"
-    "  rest=procs()\n"
-    "  if not rest: raise SystemExit(0)\n"
-    "  for pid in rest:\n"
-    "    try: os.kill(pid,9)\n"
-    "    except OSError: pass\n"
-    "raise SystemExit(1)\n"
-)
 _KILL_WAIT_S = 5.0
 # How long one of our own short commands in a sandbox (the counters' probe, the killer, the reaper)
 # may take before it counts as hung, and how much of its output is kept.
@@ -776,7 +755,7 @@ class DockerSandbox(Sandbox):
             for attempt in range(20):
                 try:
                     with docker_errors("killing the processes of a resumed sandbox"):
-                        reaper = self._api.exec_create(self._id, interpreter(_REAPER),
+                        reaper = self._api.exec_create(self._id, interpreter(KILL_LEFTOVERS),
                                                        user=self._spec.hardening.user)
                         self._brief_output(reaper["Id"], "the reaper")
                         if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:
