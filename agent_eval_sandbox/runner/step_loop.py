@@ -48,6 +48,7 @@ from agent_eval_sandbox.runner.steps import (
     stops_pipeline,
 )
 from agent_eval_sandbox.sandbox import process_scripts as ps
+from agent_eval_sandbox.sandbox.base import EndReason as ExecEnd
 from agent_eval_sandbox.sandbox.base import ExecResult, Sandbox, SandboxError
 
 # What `.files` is measured with: every regular file of the workspace, its size and mtime.
@@ -250,6 +251,6 @@ class Pipeline:
 
 def _how(result: ExecResult) -> str:
     """How one of the tool's own commands ended, when not as it should."""
-    if result.exit_code is not None and result.end_reason.value == "exited":
+    if result.exit_code is not None and result.end_reason is ExecEnd.EXITED:
         return f"exit {result.exit_code}"
     return result.end_reason.value + (f", signal {result.signal}" if result.signal else "")
