@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,11 @@ RECENT_TEXTS = 16
 SESSION_HEADER = "x-claude-code-session-id"
 # The CLI appends notes of its own to a tool's output before sending it to the model.
 _REMINDER = "\n\n<system-reminder>"
+# The CLI prints a Bash call that begins by changing to its shell's current directory without
+# that `cd` (2.1.332: `cd /workspace && make` is printed as `make`; a quoted path, a trailing
+# slash, `;`, `||` or `&&` without its spaces are printed as sent). That directory moves with
+# the agent's own `cd`s, so the record accepts the shortened form for any absolute path.
+_LEADING_CD = re.compile(r"cd /\S* && ")
 
 Fingerprint = tuple[str, str]  # (block kind, digest)
 
@@ -93,6 +99,21 @@ def block_fingerprint(block: Mapping[str, Any]) -> Fingerprint | None:
     return None
 
 
+def streamed_alias(block: Mapping[str, Any]) -> tuple[Fingerprint, Fingerprint] | None:
+    """(fingerprint of the block as the CLI's stream shows it, of the block as the model sent it),
+    for a call the stream shows otherwise than the model sent it; else None."""
+    tool_input = block.get("input")
+    if block.get("type") != "tool_use" or block.get("name") != "Bash" or not isinstance(tool_input, Mapping):
+        return None
+    command = tool_input.get("command")
+    if not isinstance(command, str) or (match := _LEADING_CD.match(command)) is None:
+        return None
+    sent = block_fingerprint(block)
+    shown = block_fingerprint({**block, "input": {**tool_input, "command": command[match.end():]}})
+    assert sent is not None and shown is not None
+    return shown, sent
+
+
 def _defaults_dropped(tool_input: Any) -> Any:
     """A tool call's input without its top-level false/null fields.
 
@@ -115,6 +136,8 @@ class RecordedMessage:
     blocks: tuple[Fingerprint, ...]
     session: str | None  # the session of the request it answered
     text: str | None = None  # digest of its text blocks joined (what a final `result` says), if any
+    # A block as the CLI's stream may show it -> the block as the model sent it (`streamed_alias`).
+    aliases: tuple[tuple[Fingerprint, Fingerprint], ...] = ()
 
 
 @dataclass
@@ -212,8 +235,9 @@ class ConversationRecord:
         texts = [b.get("text", "") for b in content if isinstance(b, Mapping) and b.get("type") == "text"] \
             if isinstance(content, list) else []
         joined = "".join(t for t in texts if isinstance(t, str))
+        aliases = [streamed_alias(b) for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
         recorded = RecordedMessage(tuple(b for b in blocks if b is not None), session_of(headers or {}),
-                                   digest(joined) if texts else None)
+                                   digest(joined) if texts else None, tuple(a for a in aliases if a is not None))
         with self._lock:
             snapshot = self._snapshot
             if message["id"] not in snapshot.messages and len(snapshot.messages) >= MAX_MESSAGES:

@@ -10,10 +10,12 @@ a stream object only when that record agrees:
 
 - an `assistant` message must be one the model sent, for a request of this
   session (the stream's first `system/init` names it), each of its text and
-  tool_use blocks one of that message's blocks; and it must be part of the
-  session's conversation: carried back in a later request (the CLI took it
-  in), or be the session's last answer. Subagents' text-only answers (their
-  results reach the parent as a tool result) need only the first two;
+  tool_use blocks one of that message's blocks (a Bash call shown without the
+  leading `cd <dir> && ` the CLI leaves out of its stream counts as the call
+  sent); and it must be part of the session's conversation: carried back in a
+  later request (the CLI took it in), or be the session's last answer.
+  Subagents' text-only answers (their results reach the parent as a tool
+  result) need only the first two;
 - a message or block seen twice is dropped the second time (a replay);
 - a tool result must answer a kept tool call, and only the first result of a
   call counts. Its content is the output of a tool the agent drives anyway,
@@ -121,7 +123,9 @@ class StreamVerifier:
         if problem:
             self._flag(line, "assistant", problem)
             return None
-        fingerprints = [block_fingerprint(b) if isinstance(b, Mapping) else None for b in blocks]
+        # A block as the stream may show it counts as the block the model sent, for replays too.
+        aliases = dict(recorded.aliases)
+        fingerprints = [_as_sent(block_fingerprint(b), aliases) if isinstance(b, Mapping) else None for b in blocks]
         allowed = set(recorded.blocks)
         for block, fingerprint in zip(blocks, fingerprints, strict=True):
             if fingerprint is not None and fingerprint not in allowed:
@@ -249,6 +253,10 @@ class StreamVerifier:
             "unverified": self.unverified,
             "findings": [f.as_dict() for f in self.findings],
         }
+
+
+def _as_sent(fingerprint: Fingerprint | None, aliases: Mapping[Fingerprint, Fingerprint]) -> Fingerprint | None:
+    return aliases.get(fingerprint, fingerprint) if fingerprint is not None else None
 
 
 def _message(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -67,6 +67,30 @@ def test_scripted_tool_call_changes_workspace_and_everything_is_collected(projec
     assert run_result["num_cases"] == 1 and run_result["execution_mode"] == "case"
 
 
+def test_a_bash_call_the_cli_prints_without_its_cd_is_kept_with_its_result(project):
+    """The real CLI prints `cd /workspace && …` as `…` in its stream; the check against the
+    gateway's record once dropped such a call, and its result, as forged (real work hidden).
+    A `cd` the CLI prints as sent, and one to another directory, must be kept just as well."""
+    _skill_project(project)
+    commands = ["cd /workspace && echo one > out-1.txt && cat out-1.txt",
+                "cd /workspace; echo two > out-2.txt && cat out-2.txt",
+                "cd /tmp && pwd"]
+    project.case("c1", {"task": "write"},
+                 script=[*({"tool": "Bash", "input": {"command": c}} for c in commands), {"text": "Written."}],
+                 files={"seed.txt": "seed\n"})
+    result = project.run("--offline")
+    assert result.process.returncode == 0, result.process.stderr
+    entry = result.case_result("c1")
+    assert entry["integrity"] == {"checked": True, "dropped": 0, "unverified": 0, "findings": []}, entry["integrity"]
+    shown = [t["input"]["command"] for e in result.events("c1") if e["type"] == "assistant" for t in e["tools"]]
+    # what this check is about: the CLI still leaves that `cd` out (if it stops, this test says so)
+    assert shown == ["echo one > out-1.txt && cat out-1.txt", commands[1], commands[2]], shown
+    results = [r.strip() for r in result.tool_results("c1")]
+    # (the CLI adds "Shell cwd was reset to /workspace" to the last)
+    assert results[:2] == ["one", "two"] and results[2].startswith("/tmp\n"), results
+    assert entry["result"] == "Written." and entry["num_turns"] == 4
+
+
 def test_case_over_budget_ends_with_budget_exhausted(project):
     """The CLI's own --max-budget-usd (passed by the runner) stops the session.
 
