@@ -56,6 +56,8 @@ LISTING_ARGV = tuple(ps.interpreter(ps.LIST_FILES, paths.WORKSPACE))
 LISTING_TIMEOUT_S = 60.0
 # SIGKILL to every process the agent's user may signal (kill(-1) spares only the caller): run as that user.
 KILL_LEFTOVERS_ARGV = tuple(ps.interpreter(ps.KILL_LEFTOVERS))
+# It ends in milliseconds (a fork bomb's too), or never: what it is to kill has stopped it.
+KILL_LEFTOVERS_TIMEOUT_S = 10.0
 LISTING_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -216,7 +218,7 @@ class Pipeline:
         twelfth round's third helper): unless it says none is left, the sandbox counts as broken and
         no later step runs in it."""
         done = self.box.exec(list(KILL_LEFTOVERS_ARGV), user=self.box.spec.hardening.user,
-                             timeout=LISTING_TIMEOUT_S, on_timeout="kill_exec")
+                             timeout=KILL_LEFTOVERS_TIMEOUT_S, on_timeout="kill_exec")
         if not done.ok:
             raise SandboxError(f"what the step left running could not be ended ({_how(done)})")
 

@@ -86,6 +86,10 @@ _EXIT_ARCHIVE_MAX_BYTES = 8 * MiB
 _EXIT_ARCHIVE_MAX_FILES = 300
 
 
+class _NeverEnded(SandboxError):
+    """One of our own short commands started and did not end in time (`_BRIEF_EXEC_S`)."""
+
+
 class _Pump(threading.Thread):
     """Copies an exec's multiplexed output to its sinks until EOF or close()."""
 
@@ -539,7 +543,7 @@ class DockerSandbox(Sandbox):
         ended = pump.done.wait(_BRIEF_EXEC_S)
         pump.close()
         if not ended:
-            raise SandboxError(f"{what} in sandbox {self._name} had not ended after {_BRIEF_EXEC_S:g}s")
+            raise _NeverEnded(f"{what} in sandbox {self._name} had not ended after {_BRIEF_EXEC_S:g}s")
         return (pump.kept(1) or b"") + (pump.kept(2) or b"")
 
     def _host_counters(self) -> CgroupCounters | None:
@@ -751,16 +755,26 @@ class DockerSandbox(Sandbox):
             with docker_errors(f"resuming sandbox {self._name}"):
                 self._api.unpause(self._id)
             # Resumed processes (a fork bomb too) run again from here: kill them at
-            # once, retrying while a full pids table refuses the reaper's exec.
+            # once, retrying while a full pids table refuses the reaper's exec or some
+            # outran it. A reaper that started and never ended was stopped by what it
+            # was to kill (it runs as their user): another would be too, so that is the
+            # end of it, not 20 more waits for one (a case once took 5 minutes more).
             for attempt in range(20):
                 try:
                     with docker_errors("killing the processes of a resumed sandbox"):
                         reaper = self._api.exec_create(self._id, interpreter(KILL_LEFTOVERS),
                                                        user=self._spec.hardening.user)
+                except SandboxError:
+                    time.sleep(0.1 * (attempt + 1))
+                    continue
+                try:
+                    with docker_errors("killing the processes of a resumed sandbox"):
                         self._brief_output(reaper["Id"], "the reaper")
                         if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:
                             self._frozen.clear()
                             return True
+                except _NeverEnded:
+                    break
                 except SandboxError:
                     pass
                 time.sleep(0.1 * (attempt + 1))

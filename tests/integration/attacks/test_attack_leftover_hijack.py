@@ -17,6 +17,9 @@ A third helper then killed those commands instead (a signal from the same user, 
 non-dumpable does not stop): the killer died before it killed, the listing before it listed, and
 the tool took an empty change and went on to step 2 with the leftover alive. Now a killer that
 does not say none is left, or a listing that does not finish, ends the pipeline in an error.
+Stopped rather than killed, those commands were each waited for in full, and the reaper that
+resumes a sandbox for an `after_each` hook was tried 20 times: a 60 s case took 399 s. Now the
+killer has 10 s and a reaper that never ends is not tried again (43 s).
 
 Promise attacked: what a pipeline's step leaves running cannot write or count in the next, and
 nothing of the case's reaches io_uring or vsock.
@@ -46,6 +49,7 @@ from .conftest import (
 pytestmark = pytest.mark.docker
 
 HOOK_LOG, AGENT_LOG = "/workspace/.watch-hook.log", "/workspace/.watch-agent.log"
+STOPPER_TIMEOUT_S = 60
 
 
 def _start(log: str) -> str:
@@ -152,3 +156,57 @@ def test_a_leftover_that_kills_the_tools_commands_stops_the_pipeline_or_dies(kil
         assert first["end_reason"] == "error" and "could not be" in (first.get("error") or ""), first
         assert steps["second"].get("skipped"), steps["second"]
         assert entry["completed"] is False, entry
+
+
+
+@pytest.fixture(scope="module")
+def stopper_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> AttackRun:
+    """The third helper's other road: the leftover stops the tool's commands instead of killing them
+    (for ten times the case's timeout), and a container `after_each` hook makes the tool resume the
+    sandbox after the step's error."""
+    project = make_project(tmp_path_factory, "toolstop", runtime)
+    write_eval(project, f"""
+        name: attack-tool-stopper
+        models: {{skill: claude-sonnet-4-6}}
+        runner: {{permission_mode: bypassPermissions}}
+        dataset: {{path: cases, workspace: {{files: [kill.py]}}}}
+        execution:
+          timeout: {STOPPER_TIMEOUT_S}
+          steps:
+            - {{id: first, prompt: "start"}}
+            - {{id: second, prompt: "look"}}
+        hooks:
+          after_each:
+            - scope: container
+              command: 'echo after-each-ran'
+    """, runtime)
+    start = (f"echo made > made.txt; setsid python3 /workspace/kill.py "
+             f"{shlex.quote(json.dumps({'seconds': 10 * STOPPER_TIMEOUT_S, 'signal': 'STOP'}))} "
+             "> /dev/null 2>&1 < /dev/null & sleep 1; echo stopping")
+    first = [bash(start), final("first done")]
+    second = [bash("echo second > second.txt"), final("second done")]
+    project.case("c1", {"q": "x"}, files={
+        "kill.py": (PROBES / "tool_killer.py").read_text(),
+        "model_script.first.yaml": yaml.safe_dump(first, sort_keys=False),
+        "model_script.second.yaml": yaml.safe_dump(second, sort_keys=False),
+    })
+    return run_attack(project, runtime, "toolstop", "--offline")
+
+
+def test_a_leftover_that_stops_the_tools_commands_ends_the_case_by_its_deadline(stopper_run: AttackRun) -> None:
+    """Before: each stopped command was waited for in full (the killer 60 s, then the resumed
+    sandbox's reaper 20 times 15 s): the 60 s case took 400 s and more. Now the killer has 10 s,
+    its own killer 15, and a reaper that never ends is not tried again."""
+    entry = stopper_run.entry("c1")
+    steps = {step["step_id"]: step for step in entry["steps"]}
+    record_fact("a leftover stopping the tool's commands: the case's duration / its timeout", stopper_run.runtime,
+                f"{entry['duration_s']:.0f} / {STOPPER_TIMEOUT_S} s")
+    first = steps["first"]
+    if first["end_reason"] == "exited":  # the killer won the race (it may, under gVisor)
+        assert steps["second"]["exit_code"] == 0, steps["second"]
+    else:
+        assert first["end_reason"] == "error" and "could not be ended" in (first.get("error") or ""), first
+        assert steps["second"].get("skipped"), steps["second"]
+        assert entry["completed"] is False, entry
+    assert entry["duration_s"] < STOPPER_TIMEOUT_S + 30, entry["duration_s"]
+    assert "Docker daemon" not in stopper_run.result.process.stderr, stopper_run.result.process.stderr[-2000:]

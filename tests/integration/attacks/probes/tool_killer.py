@@ -1,6 +1,7 @@
-"""In-sandbox probe, left running by the agent: kill the tool's own commands as they start.
+"""In-sandbox probe, left running by the agent: kill (or stop) the tool's own commands as they start.
 
-argv[1] is JSON: {"seconds": how long}. It polls /proc and sends SIGKILL to every new process of
+argv[1] is JSON: {"seconds": how long, "signal": "KILL" or "STOP" (default KILL)}. It polls /proc
+and sends that signal to every new process of
 its own user run by the execute-only interpreter that is not an agent's launcher: a step's
 killer and listing, a hook's filter installer. Non-dumpable stops ptrace, not a signal from the
 same user (the twelfth round's third helper). It writes nothing and holds none of the descriptors
@@ -14,6 +15,7 @@ import sys
 import time
 
 ARGS = json.loads(sys.argv[1])
+SIGNAL = getattr(signal, "SIG" + ARGS.get("signal", "KILL"))
 os.closerange(3, 4096)
 me, uid = os.getpid(), os.getuid()
 deadline = time.monotonic() + ARGS["seconds"]
@@ -34,7 +36,7 @@ while time.monotonic() < deadline:
             continue
         done.add(entry)
         try:
-            os.kill(int(entry), signal.SIGKILL)
+            os.kill(int(entry), SIGNAL)
         except OSError:
             pass
     time.sleep(0.0003)
