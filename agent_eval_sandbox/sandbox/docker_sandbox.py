@@ -764,11 +764,6 @@ class DockerSandbox(Sandbox):
                     with docker_errors("killing the processes of a resumed sandbox"):
                         reaper = self._api.exec_create(self._id, interpreter(KILL_LEFTOVERS),
                                                        user=self._spec.hardening.user)
-                except SandboxError:
-                    time.sleep(0.1 * (attempt + 1))
-                    continue
-                try:
-                    with docker_errors("killing the processes of a resumed sandbox"):
                         self._brief_output(reaper["Id"], "the reaper")
                         if self._api.exec_inspect(reaper["Id"])["ExitCode"] == 0:
                             self._frozen.clear()

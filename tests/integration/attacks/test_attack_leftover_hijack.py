@@ -33,6 +33,8 @@ import shlex
 import pytest
 import yaml
 
+from tests.integration.e2e.conftest import EvalProject
+
 from .conftest import (
     PROBES,
     AttackRun,
@@ -129,16 +131,22 @@ def killer_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> Attack
             - {id: first, prompt: "start"}
             - {id: second, prompt: "look"}
     """, runtime)
-    start = (f"echo made > made.txt; setsid python3 /workspace/kill.py {shlex.quote(json.dumps({'seconds': 90}))} "
-             "> /dev/null 2>&1 < /dev/null & sleep 1; echo killing")
+    _tool_killer_case(project, {"seconds": 90}, "echo killing", "ps -eo args > ps2.txt; cat ps2.txt")
+    return run_attack(project, runtime, "toolkill", "--offline")
+
+
+def _tool_killer_case(project: EvalProject, probe_args: dict[str, object], said: str, second_step: str) -> None:
+    """Case c1: step 1 writes made.txt and leaves the tool_killer probe running (`probe_args`), then
+    says `said`; step 2 runs `second_step`."""
+    start = (f"echo made > made.txt; setsid python3 /workspace/kill.py {shlex.quote(json.dumps(probe_args))} "
+             f"> /dev/null 2>&1 < /dev/null & sleep 1; {said}")
     first = [bash(start), final("first done")]
-    second = [bash("ps -eo args > ps2.txt; cat ps2.txt"), final("second done")]
+    second = [bash(second_step), final("second done")]
     project.case("c1", {"q": "x"}, files={
         "kill.py": (PROBES / "tool_killer.py").read_text(),
         "model_script.first.yaml": yaml.safe_dump(first, sort_keys=False),
         "model_script.second.yaml": yaml.safe_dump(second, sort_keys=False),
     })
-    return run_attack(project, runtime, "toolkill", "--offline")
 
 
 def test_a_leftover_that_kills_the_tools_commands_stops_the_pipeline_or_dies(killer_run: AttackRun) -> None:
@@ -156,7 +164,6 @@ def test_a_leftover_that_kills_the_tools_commands_stops_the_pipeline_or_dies(kil
         assert first["end_reason"] == "error" and "could not be" in (first.get("error") or ""), first
         assert steps["second"].get("skipped"), steps["second"]
         assert entry["completed"] is False, entry
-
 
 
 @pytest.fixture(scope="module")
@@ -180,16 +187,8 @@ def stopper_run(tmp_path_factory: pytest.TempPathFactory, runtime: str) -> Attac
             - scope: container
               command: 'echo after-each-ran'
     """, runtime)
-    start = (f"echo made > made.txt; setsid python3 /workspace/kill.py "
-             f"{shlex.quote(json.dumps({'seconds': 10 * STOPPER_TIMEOUT_S, 'signal': 'STOP'}))} "
-             "> /dev/null 2>&1 < /dev/null & sleep 1; echo stopping")
-    first = [bash(start), final("first done")]
-    second = [bash("echo second > second.txt"), final("second done")]
-    project.case("c1", {"q": "x"}, files={
-        "kill.py": (PROBES / "tool_killer.py").read_text(),
-        "model_script.first.yaml": yaml.safe_dump(first, sort_keys=False),
-        "model_script.second.yaml": yaml.safe_dump(second, sort_keys=False),
-    })
+    _tool_killer_case(project, {"seconds": 10 * STOPPER_TIMEOUT_S, "signal": "STOP"}, "echo stopping",
+                      "echo second > second.txt")
     return run_attack(project, runtime, "toolstop", "--offline")
 
 
