@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/perf.py soak    [--cases 1000]           # memory, descriptors, leftovers, rate
     .venv/bin/python benchmarks/perf.py budget  [--cases 8] [--more 24] [--runs 5] [--cpus 1] [--runtime crun]
                                                 # who spends a case's CPU
+    .venv/bin/python benchmarks/perf.py lifecycle [--runs 8] [--each 5] [--runtime crun]
+                                                # a sandbox's life, layer by layer, against a bare container
 
 `e2e` runs an eval of trivial cases (one Bash call and an answer each, the
 scripted model offline) through `agent-eval-sandbox run`, `--runs` times at
@@ -40,6 +42,10 @@ reads the machine) and over the whole runs, split by the kernel's counters
 (`cpu_accounts.py`) into the containers (and, by polling, their processes),
 dockerd, containerd, the controller and the rest; beside it what the same cases
 cost the machine and the CLI itself when run on the host.
+
+`lifecycle` (`lifecycle.py`) takes the Docker side of a case apart: the machine's
+CPU a bare container's life costs, and what the sandbox's configuration, its
+lifeline, its launcher on standby and an exec each add, interleaved in every round.
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ from benchmarks.cpu_accounts import (  # noqa: E402
     containers_cgroup,
     machine_busy_s,
 )
+from benchmarks.lifecycle import lifecycle as lifecycle_layers  # noqa: E402
 from tests.integration.claude_on_host import host_claude_argv, host_claude_env  # noqa: E402
 
 R = TypeVar("R")
@@ -764,6 +771,10 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
             "in_container_case_s": in_container, "host_case_s": host,
             "cases_over_host_pairs": ratio, "cases_over_host_pairs_rounds": ratios}
 
+def lifecycle(args: argparse.Namespace) -> dict[str, Any]:
+    return lifecycle_layers(args, sandbox_image(), load_line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json-out", help="also write the figures to this file")
@@ -797,6 +808,11 @@ def main() -> None:
     spend.add_argument("--cpus", type=float, help="the sandboxes' CPU limit (sandbox.cpus; default: 1, the tool's)")
     spend.add_argument("--runtime", help="the sandboxes' container runtime (sandbox.runtime), e.g. crun")
     spend.set_defaults(func=budget)
+    life = commands.add_parser("lifecycle", help="a sandbox's life, layer by layer, against a bare container")
+    life.add_argument("--runs", type=int, default=8)
+    life.add_argument("--each", type=int, default=5, help="lives of each layer in a row, each round")
+    life.add_argument("--runtime", help="the container runtime of every layer, e.g. crun")
+    life.set_defaults(func=lifecycle)
     args = parser.parse_args()
     results = args.func(args)
     if args.json_out:
