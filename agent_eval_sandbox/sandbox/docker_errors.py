@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import docker
 import docker.errors
 import requests
+from docker.transport.unixconn import UnixHTTPAdapter
 
 from agent_eval_sandbox.errors import DockerUnavailableError
 from agent_eval_sandbox.sandbox.base import SandboxError
@@ -47,6 +48,28 @@ def docker_errors(action: str) -> Iterator[None]:
         raise _unavailable(action, exc) from exc
 
 
+class _OneSocketPool(UnixHTTPAdapter):  # type: ignore[misc]  # docker ships no type information
+    """The SDK's adapter for a unix socket keeps a connection pool per URL, so each container and exec
+    id opens a connection of its own and drops an older pool: one pool serves every path of the one
+    socket (an `exec_inspect` of a new id: 0.58 ms of the controller's CPU, 0.33 ms from the pool)."""
+
+    POOL_KEY = "http+docker://localhost"
+
+    def get_connection(self, url: str, proxies: object = None) -> object:
+        return super().get_connection(self.POOL_KEY, proxies)
+
+
+def _pool_by_socket(api: docker.APIClient) -> None:
+    adapter = api.get_adapter(api.base_url)
+    if type(adapter) is not UnixHTTPAdapter:
+        return
+    pooled = _OneSocketPool(f"http+unix://{adapter.socket_path}", timeout=adapter.timeout,
+                            max_pool_size=adapter.max_pool_size)
+    api.mount("http+docker://", pooled)
+    api._custom_adapter = pooled  # what the SDK's own get_adapter() answers for its base URL
+    adapter.close()
+
+
 def connect() -> docker.DockerClient:
     """A client for the daemon the environment points at (DOCKER_HOST, default socket)."""
     with docker_errors("connecting"):
@@ -56,4 +79,5 @@ def connect() -> docker.DockerClient:
         # A local socket: no proxy or .netrc of the environment applies, and looking for them costs
         # every API call ~0.15 ms of the controller's CPU (a case makes ~15).
         client.api.trust_env = False
+        _pool_by_socket(client.api)
     return client
