@@ -38,9 +38,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.cpu_accounts import machine_busy_s
+
+if TYPE_CHECKING:
+    from agent_eval_sandbox.sandbox.docker_backend import DockerBackend
 
 NOTHING = "nothing (the pauses alone)"
 BARE = "a bare container"
@@ -82,16 +85,24 @@ def machine_cpu_of(work: Callable[[], None], each: int) -> float:
     return machine_busy_s() - before
 
 
-def layer_works(image: str, run_id: str, runtime: str | None) -> dict[str, Callable[[], None]]:
+def bare_docker_run(image: str, runtime: str | None = None) -> float:
+    """The wall time of one `docker run --rm --network none IMAGE true` (e2e's floor)."""
+    started = time.perf_counter()
+    subprocess.run(["docker", "run", "--rm", "--network", "none", *(["--runtime", runtime] if runtime else []),
+                    image, "true"], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def layer_works(backend: DockerBackend, image: str, run_id: str,
+                runtime: str | None) -> dict[str, Callable[[], None]]:
     """One life of each layer, through the tool's own backend (its container configuration, its sandboxes)."""
     from agent_eval_sandbox.runner.agent_command import launcher_command
     from agent_eval_sandbox.sandbox import labels as L
     from agent_eval_sandbox.sandbox import lifeline
     from agent_eval_sandbox.sandbox.base import Hardening, SandboxSpec
-    from agent_eval_sandbox.sandbox.docker_backend import DockerBackend, host_config, no_network
+    from agent_eval_sandbox.sandbox.docker_backend import host_config, no_network
     from agent_eval_sandbox.sandbox.docker_sandbox import remove_container
 
-    backend = DockerBackend()
     api = backend.client.api
 
     def spec(standby: bool = False) -> SandboxSpec:
@@ -100,31 +111,29 @@ def layer_works(image: str, run_id: str, runtime: str | None) -> dict[str, Calla
 
     on_host_kernel = backend.runs_on_host_kernel(spec())
 
-    def docker_cli() -> None:
-        subprocess.run(["docker", "run", "--rm", "--network", "none", *(["--runtime", runtime] if runtime else []),
-                        image, "true"], check=True, capture_output=True)
-
     def labels() -> dict[str, str]:  # the run's, so that its teardown finds whatever an interruption left
         return L.object_labels(run_id=run_id, case_id=f"c{uuid.uuid4().hex[:8]}", owner=L.current_owner(),
                                deadline_epoch=time.time() + 600)
 
-    def bare() -> None:
-        config = api.create_host_config(network_mode="none", runtime=runtime)
-        container = api.create_container(image, command=["true"], network_disabled=True, labels=labels(),
-                                         host_config=config)["Id"]
+    def docker_cli() -> None:
+        bare_docker_run(image, runtime)
+
+    def to_its_end(container: str) -> None:
         api.start(container)
         api.wait(container)
         remove_container(api, container, on_host_kernel=on_host_kernel)
 
+    def bare() -> None:
+        config = api.create_host_config(network_mode="none", runtime=runtime)
+        to_its_end(api.create_container(image, command=["true"], network_disabled=True, labels=labels(),
+                                        host_config=config)["Id"])
+
     def sandbox_container() -> None:
         one, its_labels = spec(), labels()
-        container = api.create_container(image, command=["true"], user=lifeline.MAIN_USER, labels=its_labels,
-                                         environment={"HOME": one.home}, working_dir=one.workspace,
-                                         network_disabled=no_network(one),
-                                         host_config=host_config(api, one, its_labels))["Id"]
-        api.start(container)
-        api.wait(container)
-        remove_container(api, container, on_host_kernel=on_host_kernel)
+        to_its_end(api.create_container(image, command=["true"], user=lifeline.MAIN_USER, labels=its_labels,
+                                        environment={"HOME": one.home}, working_dir=one.workspace,
+                                        network_disabled=no_network(one),
+                                        host_config=host_config(api, one, its_labels))["Id"])
 
     def sandbox(standby: bool, command: Sequence[str] | None = None) -> Callable[[], None]:
         def life() -> None:
@@ -149,8 +158,9 @@ def lifecycle(args: argparse.Namespace, image: str, load_line: Callable[[], str]
     run_id = f"bench-{uuid.uuid4().hex[:8]}"
     print(f"image {image}; {load_line()}", flush=True)
     rounds: list[dict[str, float]] = []
-    with run_scope(DockerBackend(), run_id):
-        works = layer_works(image, run_id, args.runtime)
+    backend = DockerBackend()
+    with run_scope(backend, run_id):
+        works = layer_works(backend, image, run_id, args.runtime)
         for work in works.values():  # warm-up: page cache, the image's layers, the daemon's caches
             work()
         for index in range(args.runs):

@@ -83,6 +83,7 @@ from benchmarks.cpu_accounts import (  # noqa: E402
     containers_cgroup,
     machine_busy_s,
 )
+from benchmarks.lifecycle import bare_docker_run  # noqa: E402
 from benchmarks.lifecycle import lifecycle as lifecycle_layers  # noqa: E402
 from tests.integration.claude_on_host import host_claude_argv, host_claude_env  # noqa: E402
 
@@ -200,13 +201,6 @@ def sandbox_image() -> str:
     from agent_eval_sandbox.sandbox.image import ensure_sandbox_image
 
     return ensure_sandbox_image().ref
-
-
-def bare_docker_run(image: str, runtime: str | None = None) -> float:
-    started = time.perf_counter()
-    subprocess.run(["docker", "run", "--rm", "--network", "none", *(["--runtime", runtime] if runtime else []),
-                    image, "true"], check=True, capture_output=True)
-    return time.perf_counter() - started
 
 
 # ---- the same case on the host, as the reference's local mode runs it ---------------------------------
@@ -770,6 +764,7 @@ def budget(args: argparse.Namespace) -> dict[str, Any]:
             "over_the_cases_case_s": span, "whole_run_case_s": whole,
             "in_container_case_s": in_container, "host_case_s": host,
             "cases_over_host_pairs": ratio, "cases_over_host_pairs_rounds": ratios}
+
 
 def lifecycle(args: argparse.Namespace) -> dict[str, Any]:
     return lifecycle_layers(args, sandbox_image(), load_line)

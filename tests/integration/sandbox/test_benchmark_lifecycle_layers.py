@@ -17,9 +17,10 @@ pytestmark = pytest.mark.docker
 
 
 def test_each_layer_runs_once_and_leaves_nothing_behind() -> None:
-    image = ensure_sandbox_image(client=DockerBackend().client).ref
+    backend = DockerBackend()
+    image = ensure_sandbox_image(client=backend.client).ref
     run_id = f"test-life-{uuid.uuid4().hex[:8]}"
-    works = layer_works(image, run_id, None)
+    works = layer_works(backend, image, run_id, None)
     assert list(works) == [NOTHING, *LAYERS]
     for name, work in works.items():
         work()
