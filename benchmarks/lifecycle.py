@@ -22,7 +22,7 @@ The layers, in the order a case pays for them:
   (hardening, limits, its tmpfs volumes and read-only paths, labels, no Docker
   network);
 - + its lifeline: a sandbox made and removed by the backend, its main process
-  the lifeline, which the backend waits for;
+  the lifeline (`head` on a stdin the backend holds);
 - + the launcher on standby: the same with the launcher started on standby,
   as a case's sandbox is made (the Docker side of a sandboxed case);
 - one exec instead: the lifeline's sandbox with one `docker exec` of `true`,

@@ -532,7 +532,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
 
     print(f"{args.cases} cases at parallelism {args.parallelism}; {load_line()}", flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="aes-soak-", dir="/tmp"))
-    # The run's own temp directory: what it leaves there (staging, lifelines) is its own.
+    # The run's own temp directory: what it leaves there (staging, sandbox host directories) is its own.
     run_tmp = scratch / "t"
     run_tmp.mkdir()
     eval_yaml = trivial_project(scratch / "project", args.cases)

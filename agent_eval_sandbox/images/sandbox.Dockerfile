@@ -21,8 +21,8 @@ RUN EXEC_ONLY="${EXEC_ONLY}" sh /tmp/sandbox-setup.sh && rm /tmp/sandbox-setup.s
 # Root-owned and not writable by the agent (modes are set in the build context).
 COPY claude /usr/local/bin/claude
 COPY inside/ /opt/agent-eval/
-# Compiled once here: the launcher, a hook client at every tool call and the lifeline start on the
-# case's CPU, and the sandbox user cannot write a cache of its own.
+# Compiled once here: the launcher and a hook client at every tool call start on the case's CPU,
+# and the sandbox user cannot write a cache of its own.
 RUN python3 -m compileall -q /opt/agent-eval
 
 ENV DISABLE_AUTOUPDATER=1 \

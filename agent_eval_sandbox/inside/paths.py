@@ -18,11 +18,6 @@ GATEWAY_SOCKET = f"{RUN_DIR}/{GATEWAY_SOCKET_NAME}"
 BROKER_SOCKET = f"{RUN_DIR}/{BROKER_SOCKET_NAME}"
 PROMPT_FILE = f"{RUN_DIR}/{PROMPT_FILE_NAME}"
 
-# The sandbox's lifeline to its controller (its own mount, not the case's).
-LIFELINE_DIR = "/run/agent-eval-lifeline"
-LIFELINE_SOCKET_NAME = "lifeline.sock"
-LIFELINE_SOCKET = f"{LIFELINE_DIR}/{LIFELINE_SOCKET_NAME}"
-
 # Claude Code's managed settings: the tool-interception gate, mounted read-only.
 MANAGED_SETTINGS = "/etc/claude-code/managed-settings.json"
 
@@ -30,7 +25,6 @@ MANAGED_SETTINGS = "/etc/claude-code/managed-settings.json"
 SCRIPTS_DIR = "/opt/agent-eval"
 LAUNCHER = f"{SCRIPTS_DIR}/run_agent.py"
 HOOK_CLIENT = f"{SCRIPTS_DIR}/hook_client.py"
-LIFELINE = f"{SCRIPTS_DIR}/lifeline.py"
 # Runs a command under the seccomp filter the launcher puts on the agent (confine.py).
 CONFINE = f"{SCRIPTS_DIR}/confine.py"
 # Execute-only on the host's kernel (runc, crun): each process of it is non-dumpable from its first instruction.

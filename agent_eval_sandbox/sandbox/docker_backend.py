@@ -23,7 +23,6 @@ from agent_eval_sandbox.sandbox.base import (
     BindMount,
     RemovedObject,
     SandboxBackend,
-    SandboxError,
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import connect, docker_errors
@@ -33,6 +32,7 @@ from agent_eval_sandbox.sandbox.docker_sandbox import (
     force_remove_container,
     remove_container,
 )
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 from agent_eval_sandbox.sandbox.host_paths import (
     HostPaths,
     candidates_note,
@@ -73,9 +73,6 @@ def tmpfs_volume_mounts(spec: SandboxSpec, labels: Mapping[str, str]) -> list[Mo
                                    ("home", spec.home, lim.home_bytes))
     ]
 
-
-# How long a new sandbox's main process may take to reach its controller.
-LIFELINE_CONNECT_S = 15.0
 
 # The window over which the CPU limit holds: `sandbox.cpus` CPUs' worth of time in each 500 ms.
 # Docker's `--cpus` uses 100 ms windows, and the CLI starts in bursts of more than one core
@@ -166,15 +163,6 @@ def loopback_hosts_file(directory: Path) -> BindMount:
     return BindMount(path, HOSTS_IN_SANDBOX)
 
 
-def _logs_tail(api: docker.APIClient, container_id: str) -> str:
-    try:
-        text = api.logs(container_id, tail=5).decode("utf-8", "replace").strip()
-        state = api.inspect_container(container_id)["State"]
-    except docker.errors.DockerException:
-        return "its state could not be read"
-    return f"state {state.get('Status')}, exit code {state.get('ExitCode')}" + (f": {text}" if text else "")
-
-
 class DockerBackend(SandboxBackend):
     name = "docker"
     mounts_are_live = True  # bind mounts
@@ -185,14 +173,10 @@ class DockerBackend(SandboxBackend):
         *,
         owner: L.Owner | None = None,
         grace_s: float = L.DEFAULT_GRACE_S,
-        runtime_dir: Path | None = None,
     ) -> None:
         self._client_arg = client
         self._owner = owner
         self._grace_s = grace_s
-        # Where the per-sandbox lifeline sockets are made (the daemon bind-mounts them); default: under
-        # the run's HostPaths root once `host_paths` chose it, else the temp directory.
-        self._runtime_dir = runtime_dir
         self._runtimes: set[str] | None = None
         self._default_runtime: str | None = None
         self._host: HostPaths | None = None
@@ -222,19 +206,20 @@ class DockerBackend(SandboxBackend):
         )
         on_host_kernel = self.runs_on_host_kernel(spec)
         container_id: str | None = None
-        lifeline = lifeline_.Lifeline(self._runtime_dir or (self._host.base if self._host is not None else None))
-        extra_mounts = [BindMount(lifeline.dir, lifeline_.DIR_IN_SANDBOX)]
+        lifeline: lifeline_.Lifeline | None = None
+        # Only for /etc/hosts: Docker writes none for a container it gives no network.
+        host_dir = self._host_dir() if no_network(spec) else None
         try:
-            if no_network(spec):
-                extra_mounts.append(loopback_hosts_file(lifeline.dir))
+            extra_mounts = [loopback_hosts_file(host_dir.path)] if host_dir is not None else []
             with docker_errors(f"creating sandbox {name}"):
                 try:
                     container_id = api.create_container(
                         spec.image,
-                        # It lives as long as this process does: see sandbox/lifeline.py.
-                        command=lifeline_.main_command(),
+                        # It lives as long as this process holds its stdin: see sandbox/lifeline.py.
+                        command=list(lifeline_.MAIN_COMMAND),
                         name=name,
                         user=lifeline_.MAIN_USER,
+                        stdin_open=True,  # and, the SDK adds, closed when the lifeline lets go
                         environment={**spec.env, "HOME": spec.home},
                         working_dir=spec.workspace,
                         labels=labels,
@@ -248,19 +233,32 @@ class DockerBackend(SandboxBackend):
                         f"the sandbox image {spec.image} is not present in the Docker daemon",
                         fix="run `agent-eval-sandbox image build`, or set sandbox.image to an existing image",
                     ) from exc
+                lifeline = lifeline_.Lifeline.attach(api, container_id)
                 api.start(container_id)
-            if not lifeline.wait_connected(LIFELINE_CONNECT_S):
-                raise SandboxError(f"sandbox {name} did not start: its main process never reached the controller "
-                                   f"({_logs_tail(api, container_id)})")
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
                 remove_container(api, container_id)
-            lifeline.close()
+            if lifeline is not None:
+                lifeline.close()
+            if host_dir is not None:
+                host_dir.release()
             raise
         sandbox = DockerSandbox(self.client, spec, container_id=container_id, name=name, lifeline=lifeline,
-                                on_host_kernel=on_host_kernel)
+                                host_dir=host_dir, on_host_kernel=on_host_kernel)
         sandbox.stand_by()
         return sandbox
+
+    def _host_dir(self) -> HeldDir:
+        """A sandbox's own directory of host files it mounts: under the run's HostPaths root once
+        `host_paths` chose it (the daemon must see it), else in the temp directory."""
+        base = self._host.base if self._host is not None else Path(tempfile.gettempdir())
+        held = HeldDir(base, "aes-etc-")
+        try:
+            held.path.chmod(0o755)  # the sandbox's users read what it holds
+        except BaseException:
+            held.release()
+            raise
+        return held
 
     def _daemon_runtimes(self) -> set[str]:
         if self._runtimes is None:

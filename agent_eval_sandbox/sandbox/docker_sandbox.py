@@ -1,7 +1,7 @@
 """One case's Docker container: exec with deadlines, copy in and out, freeze, destroy.
 
-The container's main process (`inside/lifeline.py` under docker-init, as
-another user than the agent's) only waits for its controller to go away;
+The container's main process (the lifeline of sandbox/lifeline.py under docker-init,
+as another user than the agent's) only waits for its controller to go away;
 everything else runs through `docker exec` as the sandbox user. The workspace and $HOME are tmpfs-backed
 volumes: the archive API sees them, but their data lives only while the
 container does, so results are copied out while it is running or paused,
@@ -50,6 +50,7 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxSpec,
 )
 from agent_eval_sandbox.sandbox.docker_errors import docker_errors
+from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 from agent_eval_sandbox.sandbox.lifeline import MAIN_USER, Lifeline
 from agent_eval_sandbox.sandbox.outcome import (
     PROBE_CMD,
@@ -227,6 +228,7 @@ class DockerSandbox(Sandbox):
         container_id: str,
         name: str,
         lifeline: Lifeline | None = None,
+        host_dir: HeldDir | None = None,
         on_host_kernel: bool = False,
     ) -> None:
         self._api = client.api
@@ -234,6 +236,7 @@ class DockerSandbox(Sandbox):
         self._id = container_id
         self._name = name
         self._lifeline = lifeline
+        self._host_dir = host_dir  # the host files it mounts, if it has any of its own
         self._lock = threading.Lock()
         self._frozen = threading.Event()
         self._destroyed = False
@@ -797,6 +800,8 @@ class DockerSandbox(Sandbox):
                 # After the removal: closing it first would stop the container under a copy-out.
                 if self._lifeline is not None:
                     self._lifeline.close()
+                if self._host_dir is not None:
+                    self._host_dir.release()
 
 
 def force_remove_container(api: docker.APIClient, container: str, *, on_host_kernel: bool = False) -> None:

@@ -1,6 +1,6 @@
 """Host directories the controller makes, each held by a lock for as long as it lives.
 
-A run stages the project, binds its sockets and its sandboxes' lifelines in
+A run stages the project, binds its sockets and writes its sandboxes' /etc/hosts in
 directories of its own under the shared root (the temp directory on the
 daemon's host), and uses a few short-lived ones in the temp directory. It
 removes them on every exit it sees, Ctrl-C and SIGTERM included; a controller

@@ -2,7 +2,7 @@
 
 Every bind mount of a sandbox — the per-case directory with the gateway and
 broker sockets and the prompt, the managed settings, the staged project
-resources, the lifeline — is a directory the controller makes. The daemon
+resources, its /etc/hosts — is in a directory the controller makes. The daemon
 resolves a bind mount's source on *its* filesystem. When the controller runs
 on the daemon's host the two agree; when it runs in a container with the
 host's socket mounted, only the directories it shares with the host (a bind
@@ -92,8 +92,8 @@ class HostPaths:
         return HeldDir(self.base, prefix)
 
 
-# The longest path the controller makes under a root: <prefix+8>/<slot>/run/<socket> or aes-ll-<8>/lifeline.sock,
-# with room for long slot names. A root longer than this leaves too little of the 107 bytes.
+# The longest path the controller makes under a root: <prefix+8>/<slot>/run/<socket>, with room for long
+# slot names. A root longer than this leaves too little of the 107 bytes.
 ALIAS_ABOVE_BYTES = 56
 
 
@@ -173,7 +173,7 @@ def remote_daemon(docker_host: str | None) -> str | None:
 def remote_daemon_error(docker_host: str, host: str) -> RemoteDaemonError:
     return RemoteDaemonError(
         f"DOCKER_HOST={docker_host} is a daemon on another machine ({host}): a sandbox reaches the model "
-        "gateway, the hook broker and its lifeline through unix sockets of this process, which cannot cross "
+        "gateway and the hook broker through unix sockets of this process, which cannot cross "
         "machines",
         fix="run agent-eval-sandbox on the Docker host itself, or in a container there with "
         "`-v /var/run/docker.sock:/var/run/docker.sock` (see README, \"Run it from a container\")",

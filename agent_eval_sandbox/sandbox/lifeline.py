@@ -1,66 +1,58 @@
-"""The host end of a sandbox's lifeline: a listening unix socket the sandbox's main process waits on.
+"""A sandbox's lifeline: its main process waits on a stdin that only its controller holds open.
 
-The main process (`inside/lifeline.py`) connects and blocks; nothing here ever
-accepts. When this process dies, for whatever reason, the kernel closes the
-listener, the sandbox's main process sees the connection reset and exits, and
-the container stops. One listener per sandbox, in a directory of its own that
-is bind-mounted read-only into that sandbox only.
+The container's command is `head -c 1` as `nobody`, created with stdin open and
+closed when its first attached client goes (Docker's StdinOnce). The controller
+attaches to that stdin before it starts the container and never writes to it.
+When the controller lets go — `close()`, or its process ends however it ends
+(kill -9 included: the kernel closes the connection) — the daemon closes the
+container's stdin, `head` reads end-of-file and exits, docker-init exits with it
+and the container stops, taking every process of the agent along. So a
+sandbox never keeps running without its controller.
+
+A compiled program rather than a Python one: no interpreter to start in every
+sandbox (~25 ms of the machine's CPU a sandbox, benchmarks/lifecycle.py), and
+nothing of it on the host's file system or mounted into the sandbox.
 """
 
 from __future__ import annotations
 
-import os
-import select
+import contextlib
 import socket
-import tempfile
-import time
-from pathlib import Path
+import threading
+from typing import Any
 
-from agent_eval_sandbox.inside import paths
-from agent_eval_sandbox.sandbox.held_dirs import HeldDir
+import docker
 
-DIR_IN_SANDBOX = paths.LIFELINE_DIR
-SOCKET_NAME = paths.LIFELINE_SOCKET_NAME
 # The main process runs as `nobody`: the agent's user cannot signal, stop or trace it.
 MAIN_USER = "65534:65534"
-
-
-def main_command() -> list[str]:
-    return ["python3", "-I", "-S", paths.LIFELINE, paths.LIFELINE_SOCKET]
+# Exits at end of input; the controller never writes, so it exits only when the controller goes.
+MAIN_COMMAND = ("head", "-c", "1")
 
 
 class Lifeline:
-    """A listener in a fresh directory; `close()` releases both (idempotent)."""
+    """The controller's end: a stream attached to the stdin of a created container's main process."""
 
-    def __init__(self, base_dir: Path | None = None) -> None:
-        self._held = HeldDir(base_dir or Path(tempfile.gettempdir()), "aes-ll-")
-        self.dir = self._held.path
-        self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self.dir.chmod(0o755)  # the sandbox's main process (another uid) must reach the socket
-            self._sock.bind(str(self.dir / SOCKET_NAME))
-            os.chmod(self.dir / SOCKET_NAME, 0o666)
-            self._sock.listen(1)
-        except BaseException:
-            self.close()
-            raise
+    def __init__(self, sock: Any) -> None:
+        self._sock: Any = sock
+        self._lock = threading.Lock()
 
-    def wait_connected(self, timeout_s: float) -> bool:
-        """True once the sandbox's main process has connected (its connection waits in the backlog)."""
-        deadline = time.monotonic() + timeout_s
-        while self._sock is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            try:
-                readable, _, _ = select.select([self._sock], [], [], remaining)
-            except InterruptedError:
-                continue
-            return bool(readable)
-        return False
+    @classmethod
+    def attach(cls, api: docker.APIClient, container_id: str) -> Lifeline:
+        """Attach to the container's stdin; before `start`, so that no moment of its life is unheld.
+
+        The connection is hijacked from the SDK's pool and never goes back to it."""
+        return cls(api.attach_socket(container_id, params={"stdin": 1, "stream": 1}))
 
     def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
+        """Let go: the container's main process ends (idempotent)."""
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        # Closing alone leaves the daemon's side of the connection open while the SDK's response still
+        # refers to it; a shutdown ends it at once.
+        with contextlib.suppress(OSError):
+            raw: socket.socket = getattr(sock, "_sock", sock)
+            raw.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
             sock.close()
-        self._held.release()

@@ -88,8 +88,8 @@ def test_readings_taken_apart_say_what_was_spent_between_them(accounts: ModuleTy
 def test_a_process_is_labelled_by_its_program_and_an_interpreter_by_its_script(accounts: ModuleType) -> None:
     assert accounts.process_label("/usr/local/bin/claude", ["claude", "--print"]) == "claude"
     assert accounts.process_label("/usr/bin/python3.11",
-                                  ["python3", "-I", "-S", "/opt/agent-eval/lifeline.py", "/run/x.sock"]) \
-        == "python3.11 lifeline.py"
+                                  ["python3", "-I", "-S", "/opt/agent-eval/hook_client.py", "--x"]) \
+        == "python3.11 hook_client.py"
     assert accounts.process_label("/usr/bin/bash", ["bash", "-c", "python3 x.py"]) == "bash"
 
 

@@ -72,7 +72,7 @@ def test_no_case_reaches_a_neighbour_s_sockets_or_prompt(neighbours_run):
         seen = _probes(neighbours_run, case_id)
         # (the CLI's own sockets in its private /tmp aside)
         sockets = [path for path in seen["sockets"]["paths"] if not path.startswith("/tmp/cc-socks/")]
-        assert sockets == ["/run/agent-eval-lifeline/lifeline.sock", "/run/agent-eval/gateway.sock"]
+        assert sockets == ["/run/agent-eval/gateway.sock"]
         assert seen["run_dir"]["listing"] == ["gateway.sock", "prompt.txt"]
         assert seen["run_dir"]["prompt"].strip() == f"case {case_id}"
 
@@ -86,3 +86,8 @@ def test_each_case_s_mounts_are_its_own_host_directories(neighbours_run):
     if neighbours_run.runtime == "runc":
         assert len(shown) == len(CASES), behind
     assert len(set(shown)) == len(shown), behind  # no two cases share a channel directory
+    hosts_files = [mounts.get("/etc/hosts") for mounts in behind.values()]
+    shown_hosts = [path for path in hosts_files if path and path != "/"]
+    if neighbours_run.runtime == "runc":
+        assert len(shown_hosts) == len(CASES), behind
+    assert len(set(shown_hosts)) == len(shown_hosts), behind  # nor an /etc/hosts: each sandbox's own directory

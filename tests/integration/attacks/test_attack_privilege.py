@@ -133,9 +133,9 @@ def test_no_container_runtime_socket_and_no_device(priv_run: AttackRun) -> None:
     sockets = probes["sockets"][0]
     assert not any(sockets["runtime_sockets"].values()), sockets
     assert not probes["docker_socket_connect"][0]["connected"]
-    # the only sockets: the gateway's, the sandbox's lifeline, and the CLI's own under /tmp
-    assert all(path in ("/run/agent-eval/gateway.sock", "/run/agent-eval-lifeline/lifeline.sock")
-               or path.startswith("/tmp/") for path in sockets["found"]), sockets["found"]
+    # the only sockets: the gateway's and the CLI's own under /tmp
+    assert all(path == "/run/agent-eval/gateway.sock" or path.startswith("/tmp/")
+               for path in sockets["found"]), sockets["found"]
     assert "/run/agent-eval/gateway.sock" in sockets["found"]
     assert probes["devices"][0]["sensitive"] == []
 
@@ -145,7 +145,7 @@ def test_only_the_sandbox_processes_exist_and_ptrace_reaches_no_further(priv_run
     procs = probes["processes"][0]["procs"]
     # no root process to attack: the agent's user, and docker-init and the lifeline as nobody
     assert {tuple(p["uid"]) for p in procs} == {("1000",), ("65534",)}, procs
-    assert sorted(p["name"] for p in procs if p["uid"] == ["65534"]) == ["docker-init", "python3"], procs
+    assert sorted(p["name"] for p in procs if p["uid"] == ["65534"]) == ["docker-init", "head"], procs
     names = {p["name"] for p in procs}
     assert not names & {"dockerd", "containerd", "systemd", "sshd", "pytest"}, names
     assert len(procs) < 30

@@ -143,7 +143,7 @@ def test_docker_stop_mid_run_removes_every_sandbox_of_the_run(controller_image, 
 
 def test_a_killed_controller_container_leaves_orphans_that_any_reaper_removes(controller_image, warm_cache,
                                                                               tmp_path):
-    """SIGKILL gives no chance to clean up: the sandboxes stop (their lifeline broke), and a reaper on the
+    """SIGKILL gives no chance to clean up: the sandboxes stop (the kernel closed their lifelines), and a reaper on the
     host, which shares no pid namespace with the dead controller, removes them by its container's absence."""
     project = slow_project(tmp_path / "slow")
     name = f"aes-ctl-kill-{os.getpid()}"
@@ -284,6 +284,6 @@ def test_the_controller_builds_a_sandbox_image_from_the_context_in_its_installed
         labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", ref).stdout)
         assert labels["agent-eval-sandbox.image"] == "sandbox"
         listing = docker("run", "--rm", "--network", "none", ref, "ls", "/opt/agent-eval").stdout.split()
-        assert {"run_agent.py", "hook_client.py", "lifeline.py", "paths.py"} <= set(listing)
+        assert {"run_agent.py", "hook_client.py", "paths.py"} <= set(listing)
     finally:
         docker("rmi", "-f", ref, check=False)

@@ -5,7 +5,7 @@ killed run left (never those of a live run).
 The real CLI runs a case that sleeps, at parallelism 1: while it runs, the
 pool has made the next case's sandbox (labelled, running, idle). The run's
 temp directory is one of the test's own and every directory its containers
-mount is looked at, so every staging and lifeline directory the run made is
+mount is looked at, so every staging and sandbox host directory the run made is
 the test's to check (under the temp directory, or — a controller in a
 container — under the runs directory).
 """
@@ -91,7 +91,7 @@ def _start_warm_run(project, run_tmp: Path, run_id: str) -> tuple[subprocess.Pop
 
 
 def _host_dirs(containers: list[dict]) -> list[Path]:
-    """The host directories the run's containers mount: lifelines, channel directories."""
+    """The host directories the run's containers mount: their /etc/hosts, channel directories."""
     api = connect().api
     dirs = []
     for container in containers:
@@ -111,7 +111,7 @@ def _gc(project, run_tmp: Path) -> list[dict]:
 
 
 def _made_dirs(project, run_tmp: Path) -> set[Path]:
-    """The held directories (staging, lifelines) a run made, with a lock file beside each."""
+    """The held directories (staging, each sandbox's host files) a run made, with a lock file beside each."""
     return {lock.with_suffix("") for base in (run_tmp, project.runs) for lock in base.glob("aes*.lock")}
 
 
@@ -129,7 +129,7 @@ def test_ctrl_c_with_a_warm_pool_leaves_nothing_behind(project, run_tmp):
         assert list(channel.iterdir()) == []
         # gc while the run lives: its directories are held, so none is taken
         made = _made_dirs(project, run_tmp)
-        assert len(made) >= 3  # the staging directory and a lifeline per sandbox
+        assert len(made) >= 3  # the staging directory and a host directory per sandbox
         assert [r for r in _gc(project, run_tmp) if r["kind"] == "directory"] == []
         assert all(path.is_dir() for path in made)
         proc.send_signal(signal.SIGINT)
@@ -141,7 +141,7 @@ def test_ctrl_c_with_a_warm_pool_leaves_nothing_behind(project, run_tmp):
             proc.wait()
     assert _objects(run_id) == []
     assert [path for path in mounted if path.exists()] == []
-    assert list(run_tmp.iterdir()) == []  # no staging, no lifeline directory
+    assert list(run_tmp.iterdir()) == []  # no staging, no sandbox's host directory
 
 
 def test_kill_9_with_a_warm_pool_its_sandboxes_stop_and_the_next_run_reaps_them(project, run_tmp):
@@ -168,7 +168,7 @@ def test_kill_9_with_a_warm_pool_its_sandboxes_stop_and_the_next_run_reaps_them(
     assert sorted(r.case_id for r in removed if r.kind == "container") == ["c1", "c2"]
     assert all(r.reason.startswith(f"owner process {proc.pid} ") for r in removed)
     assert _objects(run_id) == []
-    # SIGKILL ran no exit handler: the staging and lifeline directories are still there; gc removes them
+    # SIGKILL ran no exit handler: the staging and sandbox host directories are still there; gc removes them
     left = _made_dirs(project, run_tmp)
     assert len(left) >= 3 and all(path.is_dir() for path in left)
     swept = [r for r in _gc(project, run_tmp) if r["kind"] == "directory"]

@@ -54,7 +54,7 @@ def make_sandbox(backend: DockerBackend, sandbox_image: str, run_id: str) -> Ite
         return made[-1]
 
     yield make
-    for sandbox in made:  # as the runner does: its container, volumes and host lifeline directory go
+    for sandbox in made:  # as the runner does: its container, volumes and host directory go
         sandbox.destroy()
 
 

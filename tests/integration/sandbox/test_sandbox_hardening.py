@@ -45,10 +45,10 @@ def test_docker_reports_the_hardened_configuration(make_sandbox, backend, run_id
     # The main process is nobody's: the agent (1000) cannot signal the process that ties the
     # sandbox's life to its controller's. Every command runs as the sandbox user.
     assert info["Config"]["User"] == "65534:65534"
-    assert info["Config"]["Cmd"] == ["python3", "-I", "-S", "/opt/agent-eval/lifeline.py",
-                                     "/run/agent-eval-lifeline/lifeline.sock"]
+    # It waits for the end of a stdin held by the controller only (the lifeline), closed as it lets go.
+    assert info["Config"]["Cmd"] == ["head", "-c", "1"]
+    assert (info["Config"]["OpenStdin"], info["Config"]["StdinOnce"], info["Config"]["Tty"]) == (True, True, False)
     assert info["State"]["Running"] is True
-    assert mounts_of(info)["/run/agent-eval-lifeline"]["RW"] is False
     assert mounts_of(info)["/etc/hosts"]["RW"] is False
 
     labels = info["Config"]["Labels"]

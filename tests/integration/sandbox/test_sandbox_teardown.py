@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.fixture
 def controller_tmp() -> Iterator[Path]:
-    """The stand-in's TMPDIR, where its sandboxes' lifeline directories go: short, for their sockets."""
+    """The stand-in's TMPDIR, where its sandboxes' own host directories (their /etc/hosts) go."""
     path = Path(tempfile.mkdtemp(prefix="td-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
@@ -54,7 +54,7 @@ def test_a_signal_removes_the_runs_containers_and_volumes_within_seconds(backend
     proc = start_controller(run_id, sandbox_image, controller_tmp)
     try:
         assert len(objects_of_run(run_id)) == 2 + 4  # two containers, two volumes each
-        assert len(list(controller_tmp.glob("aes-ll-*.lock"))) == 2  # a held lifeline directory each
+        assert len(list(controller_tmp.glob("aes-etc-*.lock"))) == 2  # a held host directory each
         started = time.monotonic()
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code
@@ -83,15 +83,16 @@ def test_kill_9_leaves_orphans_that_the_next_reap_removes(backend, sandbox_image
     assert len(remaining) == 3 and all("mine-and-alive" in item for item in remaining)
     assert alive.exec(["true"]).ok
     assert [r for r in backend.gc() if r.run_id == run_id] == []  # gc without --all = reap: nothing more
-    # its two lifeline directories stay on the host, abandoned: the sweep of gc and of a run's start takes them
-    lifelines = sorted(controller_tmp.glob("aes-ll-*[!k]"))
-    assert len(lifelines) == 2 and sorted(sweep_abandoned([controller_tmp])) == lifelines
+    # its sandboxes' two host directories stay, abandoned: the sweep of gc and of a run's start takes them
+    host_dirs = sorted(controller_tmp.glob("aes-etc-*[!k]"))
+    assert len(host_dirs) == 2 and sorted(sweep_abandoned([controller_tmp])) == host_dirs
     assert list(controller_tmp.iterdir()) == []
 
 
 def test_a_killed_controllers_sandboxes_stop_by_themselves(backend, sandbox_image, run_id, controller_tmp):
-    """kill -9 leaves no teardown at all: each sandbox's main process sees its lifeline reset and
-    the container stops, ending the agent's processes, before any reaper runs."""
+    """kill -9 leaves no teardown at all: the kernel closes each sandbox's lifeline (the stream on its main
+    process's stdin), that process reads its end and the container stops, ending the agent's processes,
+    before any reaper runs."""
     proc = start_controller(run_id, sandbox_image, controller_tmp)
     api = backend.client.api
     containers = api.containers(filters={"label": f"{L.RUN_ID}={run_id}"})

@@ -1,9 +1,8 @@
 """What the in-sandbox scripts import: each start of them is paid from its case's CPU.
 
-The launcher starts once a case, the hook client at every tool call, the lifeline once a sandbox;
-all in the sandbox, within its CPU limit, and beside the next cases on a busy host. `typing`,
-`dataclasses` (and the `inspect` it brings) cost them ~9 ms a start for nothing they use at run
-time, so they stay out.
+The launcher starts once a case, the hook client at every tool call; both in the sandbox, within
+its CPU limit, and beside the next cases on a busy host. `typing`, `dataclasses` (and the `inspect`
+it brings) cost them ~9 ms a start for nothing they use at run time, so they stay out.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import pytest
 
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.runner.agent_command import LAUNCHER_INTERPRETER
-from agent_eval_sandbox.sandbox import lifeline
 from agent_eval_sandbox.sandbox.image import INSIDE_DIR
 
 UNWANTED = {"typing", "dataclasses", "inspect", "ast"}
@@ -29,13 +27,13 @@ def _imported_by(module: str) -> set[str]:
     return set(json.loads(done.stdout))
 
 
-@pytest.mark.parametrize("module", ["run_agent", "hook_client", "lifeline"])
+@pytest.mark.parametrize("module", ["run_agent", "hook_client"])
 def test_the_in_sandbox_scripts_import_nothing_they_do_not_use(module: str) -> None:
     assert _imported_by(module) & UNWANTED == set()
 
 
 def test_only_the_launcher_that_runs_its_own_cli_options_needs_argparse() -> None:
-    assert "argparse" not in _imported_by("hook_client") | _imported_by("lifeline")
+    assert "argparse" not in _imported_by("hook_client")
 
 
 def test_the_in_sandbox_interpreters_skip_site() -> None:
@@ -44,7 +42,6 @@ def test_the_in_sandbox_interpreters_skip_site() -> None:
 
     assert LAUNCHER_INTERPRETER[1:] == ("-I", "-S")
     assert HOOK_COMMAND.split()[:3] == [paths.PROTECTED_PYTHON, "-I", "-S"]
-    assert lifeline.main_command()[:3] == ["python3", "-I", "-S"]
 
 
 def test_container_hooks_are_confined_by_the_execute_only_interpreter() -> None:

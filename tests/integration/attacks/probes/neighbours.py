@@ -128,4 +128,4 @@ try:
 except OSError:
     pass
 emit("mounts", mounts=[m for m in mounts if m["target"] in (run_dir, "/etc/claude-code/managed-settings.json",
-                                                            "/run/agent-eval-lifeline")])
+                                                            "/etc/hosts")])
