@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import docker
 import docker.errors
@@ -81,3 +84,19 @@ def connect() -> docker.DockerClient:
         client.api.trust_env = False
         _pool_by_socket(client.api)
     return client
+
+
+def close_stream(sock: Any) -> None:
+    """End a stream hijacked from the SDK and free its descriptor now.
+
+    The SDK hands out a file object over the socket, and the socket and its HTTP response refer to
+    each other: closing the file object alone leaves the connection open (the daemon sees no end)
+    and the descriptor held until the garbage collector finds the cycle. A shutdown ends the
+    connection at once; closing the socket itself frees the descriptor."""
+    raw: socket.socket = getattr(sock, "_sock", sock)
+    with contextlib.suppress(OSError):
+        raw.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()
+    with contextlib.suppress(OSError):
+        raw.close()

@@ -49,7 +49,7 @@ from agent_eval_sandbox.sandbox.base import (
     SandboxInfraError,
     SandboxSpec,
 )
-from agent_eval_sandbox.sandbox.docker_errors import docker_errors
+from agent_eval_sandbox.sandbox.docker_errors import close_stream, docker_errors
 from agent_eval_sandbox.sandbox.held_dirs import HeldDir
 from agent_eval_sandbox.sandbox.lifeline import MAIN_USER, Lifeline
 from agent_eval_sandbox.sandbox.outcome import (
@@ -159,7 +159,10 @@ class _Pump(threading.Thread):
         except OSError:
             pass
         self.join(timeout=5)
-        self._sock.close()
+        if self.is_alive():  # still reading: its descriptor goes with the stream's garbage
+            self._sock.close()
+        else:
+            close_stream(self._sock)
 
     def kept(self, stream: int) -> bytes | None:
         return bytes(self._kept[stream]) if self._sinks[stream] is None else None
@@ -204,11 +207,7 @@ class _Standby:
 
     def close(self) -> None:
         """End of input without a go line: the launcher starts nothing and exits."""
-        with contextlib.suppress(OSError):
-            raw: socket.socket = getattr(self.sock, "_sock", self.sock)
-            raw.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        close_stream(self.sock)
 
 
 def _go_input(argv: list[str], env: dict[str, str], cwd: str | None, deferred: Sequence[tuple[str, bytes]],

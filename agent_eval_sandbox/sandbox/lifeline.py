@@ -16,12 +16,12 @@ nothing of it on the host's file system or mounted into the sandbox.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 from typing import Any
 
 import docker
+
+from agent_eval_sandbox.sandbox.docker_errors import close_stream
 
 # The main process runs as `nobody`: the agent's user cannot signal, stop or trace it.
 MAIN_USER = "65534:65534"
@@ -49,10 +49,5 @@ class Lifeline:
             sock, self._sock = self._sock, None
         if sock is None:
             return
-        # Closing alone leaves the daemon's side of the connection open while the SDK's response still
-        # refers to it; a shutdown ends it at once.
-        with contextlib.suppress(OSError):
-            raw: socket.socket = getattr(sock, "_sock", sock)
-            raw.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            sock.close()
+        close_stream(sock)
+

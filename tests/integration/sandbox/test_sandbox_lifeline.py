@@ -7,10 +7,13 @@ ends it early or keeps it going.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -95,10 +98,40 @@ def test_a_sandbox_that_fails_to_start_leaves_no_lifeline_no_directory_and_no_co
     spec = SandboxSpec(sandbox_image, run_id, "unstartable", deadline_epoch=time.time() + 600,
                        mounts=(BindMount(a_file, "/opt/agent-eval"),))
     backend.create(SandboxSpec(sandbox_image, run_id, "warm-up", deadline_epoch=time.time() + 600)).destroy()
-    before = _sockets_open()
-    for _ in range(3):
-        with pytest.raises(SandboxError, match="creating sandbox .* failed"):
-            backend.create(spec)
+    with _no_garbage_collection():  # which would free a descriptor left open in the end
+        before = _sockets_open()
+        for _ in range(3):
+            with pytest.raises(SandboxError, match="creating sandbox .* failed"):
+                backend.create(spec)
+        assert _sockets_open() <= before  # no attach stream held for a sandbox that is not there
     assert objects_of_run(run_id) == []
     assert list((tmp_path / "t").iterdir()) == []  # no aes-etc-* directory, no lock
-    assert _sockets_open() <= before  # no attach stream held for a sandbox that is not there
+
+
+def test_a_destroyed_sandbox_frees_the_descriptors_of_its_streams(backend, sandbox_image, run_id):
+    """Its lifeline, its launcher's stream on standby and each command's: all freed at once, not by the
+    garbage collector (each stream and its SDK response refer to each other)."""
+    from agent_eval_sandbox.runner.agent_command import launcher_command
+
+    def life(case_id: str) -> None:
+        sandbox = backend.create(SandboxSpec(sandbox_image, run_id, case_id, deadline_epoch=time.time() + 600,
+                                             standby=launcher_command()))
+        assert sandbox.exec(["true"]).ok and sandbox.exec(["sh", "-c", "echo x"], stdin=b"y").ok
+        sandbox.destroy()
+
+    life("warm-up")
+    with _no_garbage_collection():
+        before = _sockets_open()
+        for i in range(3):
+            life(f"life-{i}")
+        assert _sockets_open() <= before
+
+
+@contextlib.contextmanager
+def _no_garbage_collection() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
