@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from agent_eval_sandbox.sandbox.base import SandboxBackend
+from agent_eval_sandbox.sandbox.base import RemovedObject, SandboxBackend
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,13 @@ def _destroy_quietly(backend: SandboxBackend, run_id: str) -> None:
     except Exception as exc:  # noqa: BLE001 - the signal must still end the run
         log.warning("could not remove the sandboxes of run %s: %s (`agent-eval-sandbox gc` will)", run_id, exc)
     else:
-        log.info("removed %d sandbox objects of run %s", len(removed), run_id)
+        if removed:  # after a run that ended by itself the pool has removed everything: nothing to say
+            log.info("removed what was left of run %s: %s", run_id, _count_by_kind(removed))
+
+
+def _count_by_kind(removed: list[RemovedObject]) -> str:
+    counts = Counter(obj.kind for obj in removed)
+    return ", ".join(f"{n} {kind}{'' if n == 1 else 's'}" for kind, n in sorted(counts.items()))
 
 
 @contextmanager

@@ -14,15 +14,17 @@ from agent_eval_sandbox.sandbox.teardown import run_scope
 class Recorder(SandboxBackend):
     name = "recorder"
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, left: list[RemovedObject] | None = None) -> None:
         self.calls: list[str] = []
         self.fail = fail
+        self.left = left or []
 
     def destroy_run(self, run_id: str) -> list[RemovedObject]:
         self.calls.append(run_id)
         if self.fail:
             raise RuntimeError("daemon gone")
-        return []
+        left, self.left = self.left, []
+        return left
 
     def create(self, spec):  # pragma: no cover - not used here
         raise NotImplementedError
@@ -75,3 +77,18 @@ def test_a_failing_removal_does_not_hide_the_signal():
     with pytest.raises(KeyboardInterrupt), run_scope(backend, "r"):
         os.kill(os.getpid(), signal.SIGINT)
         signal.sigtimedwait([], 0)
+
+
+def _left(kind: str, name: str) -> RemovedObject:
+    return RemovedObject(kind=kind, name=name, run_id="r", case_id="001", reason="run ended")
+
+
+def test_what_was_left_is_said_by_kind_and_a_clean_end_says_nothing(caplog):
+    caplog.set_level("INFO", logger="agent_eval_sandbox.sandbox.teardown")
+    with run_scope(Recorder(), "clean"):
+        pass
+    assert caplog.messages == []
+    left = [_left("container", "c1"), _left("volume", "v1"), _left("container", "c2"), _left("volume", "v2")]
+    with run_scope(Recorder(left=left), "dirty"):
+        pass
+    assert caplog.messages == ["removed what was left of run dirty: 2 containers, 2 volumes"]
