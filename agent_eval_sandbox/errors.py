@@ -79,5 +79,10 @@ class UnsafeArchiveError(UserError):
     """An archive copied out of a sandbox tried to escape or exceeded a cap."""
 
 
+class CopyOutInterrupted(Exception):
+    """A copy-out stopped part-way because the run was interrupted (Ctrl-C/SIGTERM): what the agent
+    left is not waited for, however much of it there is."""
+
+
 class RunDirError(UserError):
     """A run directory is missing or not a run of this tool."""

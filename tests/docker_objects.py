@@ -20,6 +20,12 @@ def containers_of_run(run_id: str, *, running_only: bool = False) -> list[str]:
     return [c["Names"][0].lstrip("/") for c in api.containers(all=not running_only, filters=_label(run_id))]
 
 
+def paused_containers_of_run(run_id: str) -> list[str]:
+    """The names of the run's containers that are paused (frozen at a deadline)."""
+    api = docker.from_env().api
+    return [c["Names"][0].lstrip("/") for c in api.containers(filters={**_label(run_id), "status": "paused"})]
+
+
 def objects_of_run(run_id: str) -> list[str]:
     """Containers (running or not) and volumes still labelled with the run id, as `container NAME` /
     `volume NAME of CASE` (a sandbox's volumes are anonymous: their case is in their labels)."""

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agent_eval_sandbox.errors import DockerUnavailableError, UserError
+from agent_eval_sandbox.errors import CopyOutInterrupted, DockerUnavailableError, UserError
 from agent_eval_sandbox.gateway.gateway import Channel
 from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.interception import (
@@ -314,9 +314,11 @@ def copy_out(ctx: RunContext, staged: StagedCase, sandbox: Sandbox, status: Case
     # Two volumes, so two archives (their only common parent is /): side by side, which helps when
     # they were taken at the agent's exit (Docker's archive API serves a container one at a time).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="copy-out") as other:
+        # Ctrl-C stops both: an agent must not stretch how long the run takes to end by what it leaves.
         transcripts = other.submit(sandbox.copy_out, TRANSCRIPTS, staged.transcripts,
-                                   max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
-        workspace = sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES)
+                                   max_bytes=cap, max_files=COPY_OUT_MAX_FILES, stop=ctx.cancelled)
+        workspace = sandbox.copy_out(paths.WORKSPACE, staged.collected, max_bytes=cap, max_files=COPY_OUT_MAX_FILES,
+                                     stop=ctx.cancelled)
         reports = [workspace, transcripts.result()]
     note_cut_trees(staged.out, reports)
 
@@ -428,6 +430,8 @@ def _middle(ctx: RunContext, staged: StagedCase, parts: CaseParts, status: CaseS
         return AgentRun(result=result, error=exc.render(), hook_failed=True, copied_out=copied, pipeline=pipeline)
     except UserError as exc:
         return AgentRun(result=result, error=exc.render(), copied_out=copied, pipeline=pipeline)
+    except CopyOutInterrupted as exc:  # ends `interrupted` (runner/ending.py), with what it had collected
+        return AgentRun(result=result, error=str(exc), copied_out=False, pipeline=pipeline)
     except (SandboxInfraError, PlumbingError) as exc:
         return AgentRun(result=result, error=str(exc), copied_out=copied, infra=True, pipeline=pipeline)
     except SandboxError as exc:

@@ -23,13 +23,14 @@ import io
 import os
 import stat
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, BinaryIO
 
-from agent_eval_sandbox.errors import UnsafeArchiveError
+from agent_eval_sandbox.errors import CopyOutInterrupted, UnsafeArchiveError
 from agent_eval_sandbox.git_names import is_git_dir_name
 
 if TYPE_CHECKING:
@@ -116,8 +117,9 @@ def _kind(member: tarfile.TarInfo) -> str:
 
 
 class _Extractor:
-    def __init__(self, dest: Path, *, max_bytes: int, max_files: int) -> None:
+    def __init__(self, dest: Path, *, max_bytes: int, max_files: int, stop: threading.Event | None) -> None:
         dest.mkdir(parents=True, exist_ok=True)
+        self.stop = stop
         self.root = os.open(dest, os.O_RDONLY | os.O_DIRECTORY)
         self.max_bytes = max_bytes
         self.max_files = max_files
@@ -132,6 +134,10 @@ class _Extractor:
         # Directory modes are applied last: a read-only directory must not stop
         # its own contents from being written.
         self.dir_modes: dict[tuple[str, ...], int] = {}
+
+    def check_stop(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise CopyOutInterrupted(f"copy-out stopped after {self.members} entries: the run was interrupted")
 
     def close(self) -> None:
         os.close(self.root)
@@ -253,6 +259,7 @@ class _Extractor:
             with os.fdopen(fd, "wb") as out:
                 remaining = member.size
                 while remaining:
+                    self.check_stop()  # one big file must not hold an interrupted run either
                     chunk = src.read(min(_CHUNK, remaining))
                     if not chunk:
                         raise UnsafeArchiveError(f"archive member {member.name!r} is truncated")
@@ -299,16 +306,20 @@ class _SourceReader:
 
 
 def extract_tar(
-    stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int
+    stream: BinaryIO, dest: Path, *, strip_top: str | None, max_bytes: int, max_files: int,
+    stop: threading.Event | None = None,
 ) -> CopyOutReport:
-    """Safely unpack a tar stream into `dest` (created if missing); see the module doc."""
-    extractor = _Extractor(dest, max_bytes=max_bytes, max_files=max_files)
+    """Safely unpack a tar stream into `dest` (created if missing); see the module doc.
+
+    Once `stop` is set, raises CopyOutInterrupted at the next entry (the destination holds a partial copy)."""
+    extractor = _Extractor(dest, max_bytes=max_bytes, max_files=max_files, stop=stop)
     try:
         try:
             # typeshed's tarfile stub asks every fileobj for write/tell/seek/close too, but the
             # stream modes ("r|") only ever call read: the stub is stricter than tarfile.
             with tarfile.open(fileobj=_SourceReader(stream), mode="r|") as tar:  # type: ignore[call-overload]
                 for member in tar:
+                    extractor.check_stop()
                     parts = safe_parts(member.name, strip_top)
                     if not parts:  # the top directory itself: that is `dest`
                         continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import tempfile
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -207,8 +208,11 @@ class Sandbox(ABC):
         """Write `{relative path: content}` under `dest`, owned by the sandbox user."""
 
     @abstractmethod
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int,
+                 stop: threading.Event | None = None) -> CopyOutReport:
         """Extract `src` (a directory's contents, or a file) into `dest_dir`, safely.
+
+        Once `stop` is set, raises CopyOutInterrupted without reading the rest.
 
         Works while running or frozen, never after `destroy`. A missing `src` is
         a report with `found=False`; an archive over a cap raises UnsafeArchiveError.

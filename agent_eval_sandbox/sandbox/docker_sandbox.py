@@ -698,7 +698,8 @@ class DockerSandbox(Sandbox):
         with self._lock:
             return self._exit_archives.pop(src, None)
 
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int,
+                 stop: threading.Event | None = None) -> CopyOutReport:
         if self._destroyed:
             raise SandboxError(f"cannot copy {src} out: sandbox {self._name} was destroyed")
         taken = self._take_exit_archive(src)
@@ -708,7 +709,7 @@ class DockerSandbox(Sandbox):
                     return CopyOutReport(found=False)
                 # Laid out as Docker's archive of a directory is: its own name on top.
                 return extract_tar(cast(BinaryIO, taken.file), dest_dir, strip_top=posixpath.basename(src.rstrip("/")),
-                                   max_bytes=max_bytes, max_files=max_files)
+                                   max_bytes=max_bytes, max_files=max_files, stop=stop)
             finally:
                 taken.close()
         self._put_deferred()
@@ -727,6 +728,7 @@ class DockerSandbox(Sandbox):
                     strip_top=strip,
                     max_bytes=max_bytes,
                     max_files=max_files,
+                    stop=stop,
                 )
             finally:
                 chunks.close()

@@ -348,7 +348,8 @@ class FakeSandbox(Sandbox):
     def expect_copy_out(self, paths: Sequence[str], *, max_bytes: int, max_files: int) -> None:
         self.expected_copy_outs.append(tuple(paths))
 
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int,
+                 stop: threading.Event | None = None) -> CopyOutReport:
         self._require_usable(f"copy {src} out", running=False)
         self._record("copy_out", src)
         source = self.host_path(src)
@@ -363,7 +364,7 @@ class FakeSandbox(Sandbox):
                                        exclude=lambda rel: rel != source.name)
             buf.seek(0)
             report = extract_tar(buf, dest_dir, strip_top=None,
-                                 max_bytes=max_bytes, max_files=max_files)
+                                 max_bytes=max_bytes, max_files=max_files, stop=stop)
         # Links the archive writer already left out are skipped entries too (Docker's
         # archive would carry them, and the extraction skip them).
         left_out = tuple(entry for entry in summary.skipped if entry.kind != "excluded")

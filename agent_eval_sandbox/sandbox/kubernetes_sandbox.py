@@ -310,7 +310,8 @@ class KubernetesSandbox(Sandbox):
         self._require_running("copy files in")
         return put_tar(self._api, self._name, container, dest, write_tar)
 
-    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int) -> CopyOutReport:
+    def copy_out(self, src: str, dest_dir: Path, *, max_bytes: int, max_files: int,
+                 stop: threading.Event | None = None) -> CopyOutReport:
         if self._destroyed:
             raise SandboxError(f"cannot copy {src} out: sandbox {self._name} was destroyed")
         channel = self._start(["sh", "-c", COPY_OUT_SCRIPT, "sh", src], stdin=False)
@@ -324,7 +325,8 @@ class KubernetesSandbox(Sandbox):
                 detail = bytes(reader.stderr).decode(errors="replace").strip()[:300]
                 raise SandboxError(f"copying {src} out of sandbox {self._name} failed: {detail or 'no archive'}")
             try:
-                return extract_tar(stream, dest_dir, strip_top=None, max_bytes=max_bytes, max_files=max_files)
+                return extract_tar(stream, dest_dir, strip_top=None, max_bytes=max_bytes, max_files=max_files,
+                                   stop=stop)
             except UnsafeArchiveError as exc:
                 if "not a valid tar stream" in exc.message and reader.stderr:
                     raise SandboxError(f"copying {src} out of sandbox {self._name} failed: "

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.docker_objects import containers_of_run, objects_of_run
+from tests.docker_objects import containers_of_run, objects_of_run, paused_containers_of_run
 
 pytestmark = pytest.mark.docker
 
@@ -41,6 +41,14 @@ def _start_run(project, run_id: str, **popen: object) -> subprocess.Popen:
          "--runs-dir", str(project.runs), "--run-id", run_id],
         env=env, cwd=project.root, **popen,
     )
+
+
+def _interrupt(process: subprocess.Popen) -> tuple[str, float]:
+    """Ctrl-C the run: its stderr, and the seconds from the signal to its exit."""
+    interrupted = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    return stderr, time.monotonic() - interrupted
 
 
 def test_sleep_past_the_deadline_ends_by_the_deadline_and_keeps_partial_results(project):
@@ -76,10 +84,7 @@ def test_sigint_mid_run_removes_every_container_within_seconds(project):
         else:
             pytest.fail("the run never had two sandboxes running")
         time.sleep(3)  # let the agents get into their sleep
-        interrupted = time.monotonic()
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-        took = time.monotonic() - interrupted
+        stderr, took = _interrupt(process)
     finally:
         if process.poll() is None:
             process.kill()
@@ -136,3 +141,37 @@ def test_container_after_each_runs_after_the_deadline_with_the_agent_gone(projec
     assert "partial" in log
     assert log.strip().splitlines()[-1] == "0"  # every agent process (even a setsid one) was gone
     assert "after_each.c1.0" in result.process.stderr and "... OK" in result.process.stderr
+
+
+def test_sigint_while_a_case_with_many_files_is_collected_ends_the_run_within_seconds(project):
+    """A case frozen at its deadline is being copied out (40k files) when Ctrl-C comes: the run
+    ends promptly, the case `interrupted`, however much the agent left (the fourteenth round's A9)."""
+    project.eval_yaml("""
+        name: e2e-sigint-collecting
+        execution: {skill: scribe, arguments: "{task}", timeout: 20}
+        models: {skill: claude-sonnet-4-6}
+        runner: {permission_mode: bypassPermissions}
+        dataset: {path: cases}
+    """)
+    project.write(".claude/skills/scribe/SKILL.md", SKILL)
+    command = "mkdir -p many && cd many && for i in $(seq 1 40000); do echo $i > f$i; done; sleep 9999"
+    project.case("heavy", {"task": "fill"}, script=[{"tool": "Bash", "input": {"command": command}}, {"text": "x"}])
+    process = _start_run(project, "sigint-collecting", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not paused_containers_of_run("sigint-collecting"):
+            time.sleep(0.1)
+        assert paused_containers_of_run("sigint-collecting"), "the case was never frozen at its deadline"
+        time.sleep(0.5)  # into the copy-out
+        stderr, took = _interrupt(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    run_dir = project.runs / "e2e-sigint-collecting" / "sigint-collecting"
+    entry = json.loads((run_dir / "cases" / "heavy" / "run_result.json").read_text())
+    assert took < 8, f"the run took {took:.1f} s to end after Ctrl-C"
+    assert entry["end_reason"] == "interrupted", entry
+    assert "copy-out stopped" in entry["error"]
+    assert objects_of_run("sigint-collecting") == []

@@ -7,11 +7,12 @@ import os
 import shutil
 import stat
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
 
-from agent_eval_sandbox.errors import UnsafeArchiveError
+from agent_eval_sandbox.errors import CopyOutInterrupted, UnsafeArchiveError
 from agent_eval_sandbox.sandbox.archive import (
     MAX_DEPTH,
     ChunkStream,
@@ -177,6 +178,47 @@ def test_the_entry_cap_stops_extraction_with_a_clear_error(dest):
     members = [(f"f{i}", "file", "") for i in range(6)]
     with pytest.raises(UnsafeArchiveError, match="more than 5 entries"):
         extract(build_tar(*members), dest, max_files=5)
+
+
+class _StopAfter(io.RawIOBase):
+    """A stream that sets `stop` once `after` bytes of it were read: an interrupt mid copy-out."""
+
+    def __init__(self, data: bytes, after: int, stop: threading.Event) -> None:
+        self._data, self._after, self._stop, self._pos = data, after, stop, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        chunk = self._data[self._pos:self._pos + min(len(buffer), 512)]
+        buffer[:len(chunk)] = chunk
+        self._pos += len(chunk)
+        if self._pos >= self._after:
+            self._stop.set()
+        return len(chunk)
+
+
+def test_a_stop_set_mid_stream_ends_the_extraction_at_the_next_entry(dest):
+    members = [(f"f{i}", "file", "x") for i in range(200)]
+    data = build_tar(*members).getvalue()
+    stop = threading.Event()
+    with pytest.raises(CopyOutInterrupted, match="interrupted"):
+        extract_tar(_StopAfter(data, len(data) // 4, stop), dest, strip_top=None, max_bytes=BIG, max_files=BIG,
+                    stop=stop)
+    assert 0 < len(tree(dest)) < 100  # what came before the stop is there; the rest was never read
+    # Without a stop, the same stream is whole.
+    report = extract_tar(io.BytesIO(data), dest / "whole", strip_top=None, max_bytes=BIG, max_files=BIG,
+                         stop=threading.Event())
+    assert report.files == 200
+
+
+def test_a_stop_set_inside_one_big_file_ends_the_extraction_within_it(dest):
+    data = build_tar(("big", "file", b"x" * (8 * 1024 * 1024))).getvalue()
+    stop = threading.Event()
+    with pytest.raises(CopyOutInterrupted, match="after 1 entries"):
+        extract_tar(_StopAfter(data, 2 * 1024 * 1024, stop), dest, strip_top=None, max_bytes=BIG, max_files=BIG,
+                    stop=stop)
+    assert (dest / "big").stat().st_size < 8 * 1024 * 1024
 
 
 def test_docker_top_directory_is_stripped_and_others_refused(dest):
