@@ -30,6 +30,7 @@ from agent_eval_sandbox.sandbox.docker_host import OwnContainer, in_a_container,
 from agent_eval_sandbox.sandbox.docker_sandbox import (
     DockerSandbox,
     force_remove_container,
+    removal_in_progress,
     remove_container,
 )
 from agent_eval_sandbox.sandbox.held_dirs import HeldDir
@@ -360,7 +361,7 @@ class DockerBackend(SandboxBackend):
                     if not (obj.kind == "volume" and owner in emptied):
                         continue  # removed meanwhile, e.g. by its own sandbox's destroy()
                 except docker.errors.APIError as exc:
-                    if exc.status_code == 409 and (obj.kind == "volume" or "in progress" in str(exc.explanation)):
+                    if exc.status_code == 409 and (obj.kind == "volume" or removal_in_progress(exc)):
                         # A volume in use by a container that is kept goes with it; a container whose removal
                         # is in progress (its own sandbox's destroy, racing a SIGTERM's teardown) is going.
                         continue

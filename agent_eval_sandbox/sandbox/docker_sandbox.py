@@ -820,8 +820,14 @@ def force_remove_container(api: docker.APIClient, container: str, *, on_host_ker
     api.remove_container(container, force=True, v=True)
 
 
+def removal_in_progress(exc: docker.errors.APIError) -> bool:
+    """The daemon's 409 for a container that another caller is removing at this moment."""
+    return exc.status_code == 409 and "in progress" in str(exc.explanation)
+
+
 def remove_container(api: docker.APIClient, container: str | None, *, on_host_kernel: bool = False) -> None:
-    """Remove a container (killing it, paused or not) and with it its volumes; missing is fine."""
+    """Remove a container (killing it, paused or not) and with it its volumes; missing is fine, and so is
+    a removal already in progress (a SIGTERM's teardown racing the sandbox's own destroy): it is going."""
     if container is None:
         return
     with docker_errors("removing a sandbox"):
@@ -829,3 +835,6 @@ def remove_container(api: docker.APIClient, container: str | None, *, on_host_ke
             force_remove_container(api, container, on_host_kernel=on_host_kernel)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if not removal_in_progress(exc):
+                raise

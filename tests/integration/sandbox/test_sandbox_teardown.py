@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent_eval_sandbox.sandbox import labels as L
-from agent_eval_sandbox.sandbox.base import SandboxSpec
+from agent_eval_sandbox.sandbox.base import SandboxError, SandboxSpec
+from agent_eval_sandbox.sandbox.docker_sandbox import remove_container
 from agent_eval_sandbox.sandbox.held_dirs import sweep_abandoned
 from tests.docker_objects import objects_of_run
 
@@ -133,4 +135,29 @@ def test_a_destroyed_sandbox_takes_its_volumes_with_it(make_sandbox, run_id, fro
     started = time.monotonic()
     sandbox.destroy()
     assert time.monotonic() - started < 5
+    assert objects_of_run(run_id) == []
+
+
+def test_a_container_removed_by_two_callers_at_once_raises_for_neither(backend, make_sandbox, run_id):
+    """A SIGTERM's teardown racing a case's own destroy (the fifteenth round's SIGTERM 8 s in): the
+    daemon answers the second remover 409 "removal already in progress"; that is not a failure (it
+    printed a warning that the removal had failed)."""
+    outcomes = []
+    for n in range(4):
+        sandbox = make_sandbox(f"race-{n}")
+        failures: list[str] = []
+
+        def remove(sandbox=sandbox, failures=failures) -> None:
+            try:
+                remove_container(backend.client.api, sandbox.container_id, on_host_kernel=True)
+            except SandboxError as exc:
+                failures.append(str(exc))
+
+        threads = [threading.Thread(target=remove) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        outcomes.append(failures)
+    assert outcomes == [[], [], [], []]
     assert objects_of_run(run_id) == []
