@@ -361,7 +361,7 @@ class DockerBackend(SandboxBackend):
                     if not (obj.kind == "volume" and owner in emptied):
                         continue  # removed meanwhile, e.g. by its own sandbox's destroy()
                 except docker.errors.APIError as exc:
-                    if exc.status_code == 409 and (obj.kind == "volume" or removal_in_progress(exc)):
+                    if (obj.kind == "volume" and exc.status_code == 409) or removal_in_progress(exc):
                         # A volume in use by a container that is kept goes with it; a container whose removal
                         # is in progress (its own sandbox's destroy, racing a SIGTERM's teardown) is going.
                         continue
