@@ -21,6 +21,7 @@ from agent_eval_sandbox.app.run import RunRequest, execute_run
 from agent_eval_sandbox.config.dataset import load_dataset
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.config.settings import CliOverrides, resolve_run_settings
+from agent_eval_sandbox.rundir.layout import RunDir
 from agent_eval_sandbox.runner.plan import plan_invocations
 from agent_eval_sandbox.sandbox.image import SandboxImage
 from agent_eval_sandbox.sandbox.kubernetes_backend import KubernetesBackend
@@ -60,7 +61,9 @@ def test_the_quickstart_runs_in_podman_pods_through_the_relay(podman_api: Podman
         backend.close()
     log = console.file.getvalue()  # type: ignore[attr-defined]
     assert any("--allow-unenforced-network" in w for w in warnings)
-    assert outcome.score is not None and outcome.score.exit_code == 0, log
+    # On failure: which case, how it ended and why, and what the relay refused.
+    assert outcome.score is not None and outcome.score.exit_code == 0, (log, _case_endings(outcome.run_dir),
+                                                                        relay.refusal_log)
     result = outcome.result
     assert result.num_cases == 3
     for case in ("001-greet-ada", "002-greet-grace", "003-fix-typo"):
@@ -77,3 +80,15 @@ def test_the_quickstart_runs_in_podman_pods_through_the_relay(podman_api: Podman
     assert podman_api.running_pods(f"{MANAGED}=1") == []
     assert podman_api.policies == {}
     assert relay.registered == 0 and relay.refusals == 0
+
+
+def _case_endings(run_dir: RunDir) -> dict[str, object]:
+    """What each case's result says of its ending, so a failure names the case and its error."""
+    endings: dict[str, object] = {}
+    for case in run_dir.case_dirs():
+        result = run_dir.case(case).result
+        data = json.loads(result.read_text()) if result.is_file() else {}
+        stderr = run_dir.case(case).stderr_log
+        endings[case] = {**{key: data.get(key) for key in ("end_reason", "exit_code", "error", "limits_hit")},
+                         "stderr": stderr.read_text(errors="replace")[-600:] if stderr.is_file() else None}
+    return endings
