@@ -22,6 +22,7 @@ from agent_eval_sandbox.config.dataset import load_dataset
 from agent_eval_sandbox.config.loader import load_eval_config
 from agent_eval_sandbox.config.settings import CliOverrides, resolve_run_settings
 from agent_eval_sandbox.rundir.layout import RunDir
+from agent_eval_sandbox.rundir.read import open_finished_run
 from agent_eval_sandbox.runner.plan import plan_invocations
 from agent_eval_sandbox.sandbox.image import SandboxImage
 from agent_eval_sandbox.sandbox.kubernetes_backend import KubernetesBackend
@@ -83,12 +84,15 @@ def test_the_quickstart_runs_in_podman_pods_through_the_relay(podman_api: Podman
 
 
 def _case_endings(run_dir: RunDir) -> dict[str, object]:
-    """What each case's result says of its ending, so a failure names the case and its error."""
+    """How each case ended, as the judges read it (a case with no directory too), and its stderr's tail."""
+    run = open_finished_run(run_dir.root)
     endings: dict[str, object] = {}
-    for case in run_dir.case_dirs():
-        result = run_dir.case(case).result
-        data = json.loads(result.read_text()) if result.is_file() else {}
-        stderr = run_dir.case(case).stderr_log
-        endings[case] = {**{key: data.get(key) for key in ("end_reason", "exit_code", "error", "limits_hit")},
-                         "stderr": stderr.read_text(errors="replace")[-600:] if stderr.is_file() else None}
+    for case in run.case_ids:
+        outcome = run.outcome(case)
+        stderr = run.case(case).stderr_log
+        ending = {"end_reason", "exit_code", "error", "limits_hit"}
+        endings[case] = {
+            "outcome": outcome.model_dump(include=ending) if outcome is not None else None,
+            "stderr": stderr.read_text(errors="replace")[-600:] if stderr.is_file() else None,
+        }
     return endings
