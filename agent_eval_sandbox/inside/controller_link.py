@@ -45,8 +45,12 @@ def read_relay(socket_path: str) -> dict[str, object] | None:
     return data
 
 
-def connect(socket_path: str, timeout: float | None = None) -> socket.socket:
-    """A connected socket to `socket_path`'s service, directly or through the relay."""
+def connect(socket_path: str, timeout: float | None = None, relay_dial_timeout: float | None = None) -> socket.socket:
+    """A connected socket to `socket_path`'s service, directly or through the relay.
+
+    `timeout` is the connected socket's. Through the relay, `relay_dial_timeout` bounds reaching it and its
+    answer (default: `timeout`, or 10 s), so that a caller that tries again can keep to its own patience.
+    """
     relay = read_relay(socket_path)
     if relay is None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -57,7 +61,8 @@ def connect(socket_path: str, timeout: float | None = None) -> socket.socket:
             sock.close()
             raise
         return sock
-    sock = socket.create_connection((str(relay["host"]), int(str(relay["port"]))), timeout=timeout or 10.0)
+    dial = relay_dial_timeout or timeout or 10.0
+    sock = socket.create_connection((str(relay["host"]), int(str(relay["port"]))), timeout=dial)
     try:
         name = os.path.basename(socket_path)
         sock.sendall(b" ".join([PROTOCOL, str(relay["token"]).encode("ascii"), name.encode("ascii")]) + b"\n")

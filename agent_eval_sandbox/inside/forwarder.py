@@ -46,8 +46,18 @@ CHUNK_BYTES = 65536
 # How long a connection waits for the gateway socket to take it, and the first pause between tries.
 CONNECT_PATIENCE_S = 15.0
 FIRST_RETRY_S = 0.02
-# What a unix connect answers while the server is not (yet) taking connections.
-TRANSIENT = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT})
+# The longest one try through the relay may take: a try that hangs (a SYN dropped while a Pod's network is
+# coming up, a relay slow to answer under load) is given up and made again, within the patience.
+RELAY_TRY_S = 5.0
+# What a connect answers while the server is not (yet) taking connections: a unix socket not there or its
+# backlog full; through the relay (TCP), also a Pod network not routed yet or a connection reset under load.
+TRANSIENT = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT,
+                       errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNRESET})
+
+
+def transient(exc: OSError) -> bool:
+    # A socket's own timeout is a TimeoutError with no errno: errno.ETIMEDOUT alone never matched it.
+    return isinstance(exc, TimeoutError) or exc.errno in TRANSIENT
 
 
 def connect_unix(unix_path: str, patience_s: float = CONNECT_PATIENCE_S) -> socket.socket:
@@ -55,11 +65,13 @@ def connect_unix(unix_path: str, patience_s: float = CONNECT_PATIENCE_S) -> sock
     deadline = time.monotonic() + patience_s
     pause = FIRST_RETRY_S
     while True:
+        try_s = max(min(RELAY_TRY_S, deadline - time.monotonic()), FIRST_RETRY_S)
         try:
-            upstream: socket.socket = controller_link.connect(unix_path)  # directly, or through the relay
+            # Directly (blocking: a full backlog is waited out), or through the relay, one bounded try at a time.
+            upstream: socket.socket = controller_link.connect(unix_path, relay_dial_timeout=try_s)
             return upstream
         except OSError as exc:
-            if exc.errno not in TRANSIENT or time.monotonic() + pause > deadline:
+            if not transient(exc) or time.monotonic() + pause > deadline:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
