@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +25,27 @@ MAX_DIFF_FILE_BYTES = 1024 * 1024
 MAX_DIFF_BYTES = 16 * 1024 * 1024
 
 
-def _files(root: Path) -> dict[str, Path]:
+class CollectionInterrupted(Exception):
+    """Collecting a case's files from its copied-out workspace stopped part-way because the run was
+    interrupted (Ctrl-C/SIGTERM): what the agent left is not waited for, however much of it there is.
+    `changes`: the comparison, when it was complete before the stop."""
+
+    def __init__(self, message: str, changes: WorkspaceChanges | None = None) -> None:
+        super().__init__(message)
+        self.changes = changes
+
+
+def check_stop(stop: threading.Event | None, what: str, changes: WorkspaceChanges | None = None) -> None:
+    if stop is not None and stop.is_set():
+        raise CollectionInterrupted(f"collecting the case's files stopped {what}: the run was interrupted", changes)
+
+
+def _files(root: Path, stop: threading.Event | None) -> dict[str, Path]:
     found: dict[str, Path] = {}
     if not root.is_dir():
         return found
     for dirpath, dirnames, filenames in os.walk(root):
+        check_stop(stop, "while comparing the workspace")
         # git metadata is never collected (the copy-out leaves it out), so it is no change either:
         # a repo-mode workspace starts with a .git the host made.
         dirnames[:] = sorted(d for d in dirnames if not is_git_dir_name(d))
@@ -66,16 +83,19 @@ class WorkspaceChanges:
         return {"added": self.added, "modified": self.modified, "deleted": self.deleted}
 
 
-def compare(before: Path, after: Path, mounted: tuple[str, ...] = ()) -> WorkspaceChanges:
+def compare(before: Path, after: Path, mounted: tuple[str, ...] = (),
+            stop: threading.Event | None = None) -> WorkspaceChanges:
     """What changed between the staged workspace and the one copied out.
 
     `mounted` are workspace-relative paths of the read-only project resources:
     the copy-out holds them, the agent cannot change them, and they are not its work.
+    Once `stop` is set, raises CollectionInterrupted.
     """
-    old, new = _files(before), _files(after)
+    old, new = _files(before, stop), _files(after, stop)
     changes = WorkspaceChanges()
     mounts = tuple(m.rstrip("/") for m in mounted)
     for rel in sorted(set(old) | set(new)):
+        check_stop(stop, "while comparing the workspace")
         if _is_scaffolding(rel) or any(rel == m or rel.startswith(m + "/") for m in mounts):
             continue
         if rel not in new:
@@ -115,13 +135,23 @@ def quote_path(path: str) -> str:
                          for c in path) + '"'
 
 
-def diff_chunks(before: Path, after: Path, changes: WorkspaceChanges, max_bytes: int = MAX_DIFF_BYTES) -> Iterator[str]:
-    """The unified diff, file by file; once `max_bytes` is reached the rest is one closing note."""
+def diff_chunks(before: Path, after: Path, changes: WorkspaceChanges, max_bytes: int = MAX_DIFF_BYTES,
+                stop: threading.Event | None = None) -> Iterator[str]:
+    """The unified diff, file by file; once `max_bytes` is reached the rest is one closing note.
+
+    Once `stop` is set, the closing note says so, then CollectionInterrupted is raised."""
     names = sorted(changes.added + changes.modified + changes.deleted)
+    # Sets: a list's `in` made 40,000 added files take 10 s of the host's CPU (quadratic).
+    added, deleted = set(changes.added), set(changes.deleted)
     written = 0
     for index, rel in enumerate(names):
-        old = before / rel if rel not in changes.added else None
-        new = after / rel if rel not in changes.deleted else None
+        if stop is not None and stop.is_set():
+            yield (f"[agent-eval-sandbox: diff stopped: the run was interrupted; "
+                   f"{len(names) - index} more changed file(s) not shown]\n")
+            raise CollectionInterrupted(f"collecting the case's files stopped after the diff of {index} of "
+                                        f"{len(names)} changed files: the run was interrupted", changes)
+        old = before / rel if rel not in added else None
+        new = after / rel if rel not in deleted else None
         old_lines, new_lines = _text_lines(old), _text_lines(new)
         if old_lines is None or new_lines is None:
             chunk = f"Binary or large file {quote_path(rel)} changed\n"

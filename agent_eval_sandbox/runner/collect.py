@@ -9,6 +9,7 @@ output as streamed to stdout.log, checked against the gateway's record.
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from agent_eval_sandbox.rundir.models import CaseOutcome, Changes, Integrity, bo
 from agent_eval_sandbox.rundir.write import append_text, write_json, write_text, write_yaml
 from agent_eval_sandbox.runner.batch import assign_files
 from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, StagedCase
-from agent_eval_sandbox.runner.changes import WorkspaceChanges, compare, diff_chunks
+from agent_eval_sandbox.runner.changes import CollectionInterrupted, WorkspaceChanges, check_stop, compare, diff_chunks
 from agent_eval_sandbox.runner.context import RunContext
 from agent_eval_sandbox.runner.ending import GATEWAY_UNREACHABLE, ending
 from agent_eval_sandbox.runner.events import (
@@ -39,23 +40,14 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
     config, out, result = ctx.config, staged.out, agent.result
     verifier = StreamVerifier(channel.conversation)
     _, summary = read_agent_stream(out.stdout_log, out.events, verifier)
-    collect_transcripts(staged.transcripts, summary.session_id, out.path)
-    changes = WorkspaceChanges()
-    if result is not None and agent.copied_out:
-        mounted = tuple(r.container_path.removeprefix(paths.WORKSPACE + "/") for r in ctx.resources
-                        if r.container_path.startswith(paths.WORKSPACE + "/"))
-        changes = collect_changes(staged.workspace, staged.collected, out.path, mounted)
-        if config.is_batch:
-            split_batch_outputs(config, ctx.run_dir, staged.invocation, staged.collected)
-        else:
-            collect_outputs(config, staged.collected, out.path)
+    changes, stopped = collect_files(ctx, staged, agent, summary.session_id)
+    error = agent.error or stopped
     stderr_text = out.stderr_log.read_text(encoding="utf-8", errors="replace") if out.stderr_log.exists() else ""
     mismatch = ctx.models.replay_mismatch(staged.invocation)
-    end = ending(result, summary, refused=channel.gateway.refused, hook_failed=agent.hook_failed, error=agent.error,
+    end = ending(result, summary, refused=channel.gateway.refused, hook_failed=agent.hook_failed, error=error,
                  background_killed=background_tasks_killed(stderr_text), timeout_s=ctx.settings.timeout_s,
                  budget_usd=ctx.settings.max_budget_usd, replay_mismatch=mismatch.summary if mismatch else None,
                  infra=agent.infra or gateway_unreachable(result, channel), interrupted=ctx.cancelled.is_set())
-    error = agent.error
     if end.end_reason == "replay_mismatch" and mismatch is not None:
         write_text(out.replay_diff, mismatch.diff)
         error = f"{mismatch.summary} (diff: {out.replay_diff.name})" + (f"; {error}" if error else "")
@@ -93,6 +85,28 @@ def collect_case(ctx: RunContext, staged: StagedCase, agent: AgentRun, channel: 
     return outcome
 
 
+def collect_files(ctx: RunContext, staged: StagedCase, agent: AgentRun,
+                  session_id: str | None) -> tuple[WorkspaceChanges, str | None]:
+    """The transcripts, the workspace's changes (`_modified/`, workspace.diff) and the outputs, into the case's
+    directory: (the changes, None), or, once the run is interrupted, (what was compared, why it stopped) —
+    an agent must not stretch how long the run takes to end by how many files it leaves."""
+    out, config, stop = staged.out, ctx.config, ctx.cancelled
+    changes = WorkspaceChanges()
+    try:
+        collect_transcripts(staged.transcripts, session_id, out.path, stop)
+        if agent.result is not None and agent.copied_out:
+            mounted = tuple(r.container_path.removeprefix(paths.WORKSPACE + "/") for r in ctx.resources
+                            if r.container_path.startswith(paths.WORKSPACE + "/"))
+            changes = collect_changes(staged.workspace, staged.collected, out.path, mounted, stop)
+            if config.is_batch:
+                split_batch_outputs(config, ctx.run_dir, staged.invocation, staged.collected, stop)
+            else:
+                collect_outputs(config, staged.collected, out.path, stop)
+    except CollectionInterrupted as exc:
+        return (exc.changes if exc.changes is not None else changes), str(exc)
+    return changes, None
+
+
 def gateway_unreachable(result: ExecResult | None, channel: ChannelUse) -> bool:
     """The launcher found the gateway socket taking no connection, and the gateway agrees: it saw no
     request. Before the agent started nothing of the skill ran, so this is the tool's failure."""
@@ -125,7 +139,8 @@ def read_agent_stream(stdout_log: Path, events: Path, verifier: StreamVerifier
     return reader.events, reader.summary()
 
 
-def split_batch_outputs(config: EvalConfig, run: RunDir, invocation: Invocation, after: Path) -> None:
+def split_batch_outputs(config: EvalConfig, run: RunDir, invocation: Invocation, after: Path,
+                        stop: threading.Event | None = None) -> None:
     """Batch mode: each outputs[].path file goes to the case its name belongs to."""
     for output in config.outputs:
         if not output.path:
@@ -137,6 +152,7 @@ def split_batch_outputs(config: EvalConfig, run: RunDir, invocation: Invocation,
         assigned = assign_files(files, list(invocation.case_order), output.batch_pattern)
         for case_id, names in assigned.items():
             for name in names:
+                check_stop(stop, f"while copying {output.path}")
                 _copy_file(source / name, run.case(case_id).output(output.path) / name)
     write_yaml(run.case_order, list(invocation.case_order))
 
@@ -146,9 +162,10 @@ def _copy_file(src: Path, dest: Path) -> None:
     shutil.copyfile(src, dest, follow_symlinks=False)
 
 
-def _copy_dir_files(src: Path, dest: Path) -> int:
+def _copy_dir_files(src: Path, dest: Path, stop: threading.Event | None, what: str) -> int:
     count = 0
     for path in sorted(src.rglob("*")):
+        check_stop(stop, f"while copying {what}")
         if path.is_symlink() or not path.is_file():
             continue
         _copy_file(path, dest / path.relative_to(src))
@@ -156,7 +173,8 @@ def _copy_dir_files(src: Path, dest: Path) -> int:
     return count
 
 
-def collect_outputs(config: EvalConfig, workspace_after: Path, case_dir: Path) -> dict[str, int]:
+def collect_outputs(config: EvalConfig, workspace_after: Path, case_dir: Path,
+                    stop: threading.Event | None = None) -> dict[str, int]:
     """Copy each outputs[].path from the workspace into cases/<id>/<path>."""
     counts: dict[str, int] = {}
     for output in config.outputs:
@@ -166,7 +184,7 @@ def collect_outputs(config: EvalConfig, workspace_after: Path, case_dir: Path) -
         if source.is_symlink():
             counts[output.path] = 0
         elif source.is_dir():
-            counts[output.path] = _copy_dir_files(source, case_dir / output.path)
+            counts[output.path] = _copy_dir_files(source, case_dir / output.path, stop, output.path)
         elif source.is_file():
             _copy_file(source, case_dir / output.path)
             counts[output.path] = 1
@@ -175,25 +193,32 @@ def collect_outputs(config: EvalConfig, workspace_after: Path, case_dir: Path) -
     return counts
 
 
-def collect_changes(before: Path, after: Path, case_dir: Path, mounted: tuple[str, ...] = ()) -> WorkspaceChanges:
-    """`_modified/` copies of changed and added files, and `workspace.diff`."""
-    changes = compare(before, after, mounted)
+def collect_changes(before: Path, after: Path, case_dir: Path, mounted: tuple[str, ...] = (),
+                    stop: threading.Event | None = None) -> WorkspaceChanges:
+    """`_modified/` copies of changed and added files, and `workspace.diff`.
+
+    Once `stop` is set, raises CollectionInterrupted: the diff then ends in a note that it stopped."""
+    changes = compare(before, after, mounted, stop)
     out = CaseDir(case_dir)
-    for rel in changes.changed:
+    changed = changes.changed
+    for index, rel in enumerate(changed):
+        check_stop(stop, f"after copying {index} of {len(changed)} changed files", changes)
         _copy_file(after / rel, out.modified / rel)
     # surrogateescape: a name that is not UTF-8 goes back to its own bytes, as git would show it.
     with open(out.workspace_diff, "w", encoding="utf-8", errors="surrogateescape") as diff:
-        for chunk in diff_chunks(before, after, changes):
+        for chunk in diff_chunks(before, after, changes, stop=stop):
             diff.write(chunk)
     return changes
 
 
-def collect_transcripts(projects_dir: Path, session_id: str | None, case_dir: Path) -> bool:
+def collect_transcripts(projects_dir: Path, session_id: str | None, case_dir: Path,
+                        stop: threading.Event | None = None) -> bool:
     """The session transcript as transcript.jsonl, other sessions' files under subagents/."""
     if not projects_dir.is_dir():
         return False
     found = False
     for path in sorted(projects_dir.rglob("*.jsonl")):
+        check_stop(stop, "while copying the session transcripts")
         if path.is_symlink() or not path.is_file():
             continue
         if session_id and path.stem == session_id and not found:

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_eval_sandbox.inside import paths
 from agent_eval_sandbox.rundir.layout import CaseDir
 from agent_eval_sandbox.rundir.models import CaseOutcome, Changes, EndReason, Integrity, StepOutcome
 from agent_eval_sandbox.rundir.read import MAX_EVENTS_BYTES, MAX_EVENTS_NODES, read_data
 from agent_eval_sandbox.rundir.write import append_text, write_json
 from agent_eval_sandbox.runner.case_values import AgentRun, ChannelUse, PipelineRun, StagedCase
-from agent_eval_sandbox.runner.changes import WorkspaceChanges
-from agent_eval_sandbox.runner.collect import collect_changes, collect_outputs, collect_transcripts
+from agent_eval_sandbox.runner.collect import collect_files
 from agent_eval_sandbox.runner.context import RunContext
 from agent_eval_sandbox.runner.ending import ENDED_BY_INTERRUPT
 from agent_eval_sandbox.runner.steps import pipeline_ending, pipeline_totals
@@ -34,16 +32,11 @@ def collect_pipeline(ctx: RunContext, staged: StagedCase, agent: AgentRun, pipel
     steps = list(pipeline.steps)
     merge_step_files(out, steps)
     totals = pipeline_totals(steps)
-    collect_transcripts(staged.transcripts, totals.session_id, out.path)
-    changes = WorkspaceChanges()
-    if agent.result is not None and agent.copied_out:
-        mounted = tuple(r.container_path.removeprefix(paths.WORKSPACE + "/") for r in ctx.resources
-                        if r.container_path.startswith(paths.WORKSPACE + "/"))
-        changes = collect_changes(staged.workspace, staged.collected, out.path, mounted)
-        collect_outputs(ctx.config, staged.collected, out.path)
+    changes, stopped = collect_files(ctx, staged, agent, totals.session_id)
+    error = agent.error or stopped
     end = pipeline_ending(steps, pipeline.hard_stop, pipeline.cut)
     reason: EndReason = end.end_reason
-    if agent.error is not None and reason not in ("hook_failed",):
+    if error is not None and reason not in ("hook_failed",):
         reason = "error"
     if agent.infra and reason != "hook_failed":
         reason = "infra_error"
@@ -73,7 +66,7 @@ def collect_pipeline(ctx: RunContext, staged: StagedCase, agent: AgentRun, pipel
         result=totals.result,
         changes=Changes.listing(changes.added, changes.modified, changes.deleted),
         integrity=Integrity(**totals.integrity),
-        error=agent.error,
+        error=error,
         steps=steps,
     )
     write_json(out.result, outcome.to_data())

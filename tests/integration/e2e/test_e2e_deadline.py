@@ -143,9 +143,9 @@ def test_container_after_each_runs_after_the_deadline_with_the_agent_gone(projec
     assert "after_each.c1.0" in result.process.stderr and "... OK" in result.process.stderr
 
 
-def test_sigint_while_a_case_with_many_files_is_collected_ends_the_run_within_seconds(project):
-    """A case frozen at its deadline is being copied out (40k files) when Ctrl-C comes: the run
-    ends promptly, the case `interrupted`, however much the agent left (the fourteenth round's A9)."""
+def _heavy_case_interrupted(project, run_id: str, moment) -> tuple[dict, str, float]:
+    """A case that leaves 40k files and is frozen at its deadline, Ctrl-C'd once `moment(run_dir)` holds:
+    its run_result.json entry, the run's stderr, and the seconds from the signal to the run's exit."""
     project.eval_yaml("""
         name: e2e-sigint-collecting
         execution: {skill: scribe, arguments: "{task}", timeout: 20}
@@ -156,22 +156,45 @@ def test_sigint_while_a_case_with_many_files_is_collected_ends_the_run_within_se
     project.write(".claude/skills/scribe/SKILL.md", SKILL)
     command = "mkdir -p many && cd many && for i in $(seq 1 40000); do echo $i > f$i; done; sleep 9999"
     project.case("heavy", {"task": "fill"}, script=[{"tool": "Bash", "input": {"command": command}}, {"text": "x"}])
-    process = _start_run(project, "sigint-collecting", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = project.runs / "e2e-sigint-collecting" / run_id
+    process = _start_run(project, run_id, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not paused_containers_of_run("sigint-collecting"):
-            time.sleep(0.1)
-        assert paused_containers_of_run("sigint-collecting"), "the case was never frozen at its deadline"
-        time.sleep(0.5)  # into the copy-out
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and process.poll() is None and not moment(run_dir):
+            time.sleep(0.05)
+        assert moment(run_dir), "the run never reached the moment to interrupt it"
         stderr, took = _interrupt(process)
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
-    run_dir = project.runs / "e2e-sigint-collecting" / "sigint-collecting"
-    entry = json.loads((run_dir / "cases" / "heavy" / "run_result.json").read_text())
+    assert objects_of_run(run_id) == []
+    return json.loads((run_dir / "cases" / "heavy" / "run_result.json").read_text()), stderr, took
+
+
+def test_sigint_while_a_case_with_many_files_is_copied_out_ends_the_run_within_seconds(project):
+    """A case frozen at its deadline is being copied out (40k files) when Ctrl-C comes: the run
+    ends promptly, the case `interrupted`, however much the agent left (the fourteenth round's A9)."""
+    frozen_at: list[float] = []
+
+    def into_the_copy_out(_run_dir) -> bool:
+        if not frozen_at and paused_containers_of_run("sigint-copying"):
+            frozen_at.append(time.monotonic())
+        return bool(frozen_at) and time.monotonic() - frozen_at[0] > 0.5
+
+    entry, _, took = _heavy_case_interrupted(project, "sigint-copying", into_the_copy_out)
     assert took < 8, f"the run took {took:.1f} s to end after Ctrl-C"
     assert entry["end_reason"] == "interrupted", entry
     assert "copy-out stopped" in entry["error"]
-    assert objects_of_run("sigint-collecting") == []
+
+
+def test_sigint_while_the_files_of_a_case_are_compared_and_copied_ends_the_run_within_seconds(project):
+    """Past the copy-out, the case's 40k files are compared, copied to `_modified/` and diffed on the host.
+    Fixed: that did not look at the interrupt, and held the run's end for up to 17 s after Ctrl-C."""
+    entry, _, took = _heavy_case_interrupted(project, "sigint-collecting",
+                                             lambda run_dir: (run_dir / "cases" / "heavy" / "_modified").is_dir())
+    assert took < 8, f"the run took {took:.1f} s to end after Ctrl-C"
+    assert entry["end_reason"] == "interrupted", entry
+    assert entry["error"].startswith("collecting the case's files stopped"), entry
+    assert entry["changes"]["counts"]["added"] == 40000

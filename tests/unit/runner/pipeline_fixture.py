@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from agent_eval_sandbox.config.dataset import load_dataset
@@ -26,6 +27,7 @@ from agent_eval_sandbox.lifecycle.outputs import HookOutputs
 from agent_eval_sandbox.rundir.layout import CaseDir, RunDir
 from agent_eval_sandbox.rundir.models import CaseOutcome
 from agent_eval_sandbox.runner import agent_command as ac
+from agent_eval_sandbox.runner import collect
 from agent_eval_sandbox.runner.case import run_case
 from agent_eval_sandbox.runner.context import CaseStatus, RunContext
 from agent_eval_sandbox.runner.model_access import ModelAccess, OfflineModels
@@ -96,6 +98,19 @@ class Pipeline:
 
     def case_dir(self, case_id: str) -> CaseDir:
         return self.ctx.run_dir.case(case_id)
+
+    def interrupt_after_collecting(self, monkeypatch: pytest.MonkeyPatch, files: int) -> None:
+        """Ctrl-C once `files` of the agent's changed files were copied into a case's `_modified/`."""
+        real, copied = collect._copy_file, []
+
+        def copy(src: Path, dest: Path) -> None:
+            real(src, dest)
+            if "_modified" in dest.parts:
+                copied.append(dest)
+                if len(copied) == files:
+                    self.ctx.cancelled.set()
+
+        monkeypatch.setattr(collect, "_copy_file", copy)
 
     def close(self) -> None:
         self.ctx.gateway.close()

@@ -382,6 +382,26 @@ def test_a_case_interrupted_during_its_before_each_gets_no_sandbox_and_still_cle
     assert marks.read_text() == "c1 no-output\n"  # it had begun: its after_each runs
 
 
+def test_a_case_interrupted_while_its_files_are_collected_stops_there_and_ends_interrupted(
+        eval_project, make_pipeline, backend, cli, monkeypatch):
+    """Fixed: the collection of what was copied out did not look at the run's interrupt; 40,000 files an
+    agent left held the run's end after Ctrl-C for 17 s (the diff's list lookups were quadratic too)."""
+    eval_project.eval_yaml()
+    eval_project.case("c1")
+    cli.before = lambda call: [call.write(f"many/f{i}.txt", f"{i}\n") for i in range(20)] if is_agent(call) else None
+    pipeline = make_pipeline()
+    pipeline.interrupt_after_collecting(monkeypatch, 3)
+    outcome = pipeline.run("c1")
+
+    assert outcome.end_reason == "interrupted", outcome
+    assert outcome.error.startswith("collecting the case's files stopped after copying 3 of ")
+    assert outcome.changes.counts["added"] >= 20  # the comparison was whole: it is listed
+    case_dir = pipeline.case_dir("c1")
+    assert len([p for p in (case_dir.path / "_modified").rglob("*") if p.is_file()]) == 3
+    assert json.loads(case_dir.result.read_text())["end_reason"] == "interrupted"
+    _no_sandbox_left(backend)
+
+
 # ---- deadlines -----------------------------------------------------------------------------------
 
 

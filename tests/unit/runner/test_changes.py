@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from agent_eval_sandbox.runner.changes import compare, unified_diff
+import pytest
+
+from agent_eval_sandbox.runner.changes import CollectionInterrupted, compare, unified_diff
+from agent_eval_sandbox.runner.collect import collect_changes
 
 
 def test_added_modified_deleted_and_scaffolding_ignored(tmp_path):
@@ -58,8 +61,6 @@ def test_the_diff_is_capped_and_names_what_it_left_out(tmp_path):
 def test_names_that_are_not_utf8_are_carried_through(tmp_path):
     import os
 
-    from agent_eval_sandbox.runner.collect import collect_changes
-
     before, after, case = tmp_path / "a", tmp_path / "b", tmp_path / "case"
     before.mkdir()
     after.mkdir()
@@ -111,8 +112,6 @@ def test_a_file_name_cannot_spell_diff_lines_of_its_own(tmp_path):
     executable into workspace.diff, and `git apply` took them. Names are quoted as git does."""
     import subprocess
 
-    from agent_eval_sandbox.runner.collect import collect_changes
-
     before, after, case = tmp_path / "before", tmp_path / "after", tmp_path / "case"
     for root in (before, after):
         (root / "src").mkdir(parents=True)
@@ -136,3 +135,62 @@ def test_a_file_name_cannot_spell_diff_lines_of_its_own(tmp_path):
     assert not (project / "run-me.sh").exists()
     assert applied.returncode == 0, applied.stderr
     assert (project / "src" / "calc.py").read_text().endswith("# changed\n")
+
+
+class StopAfter:
+    """A run's cancel event that turns set after `checks` looks at it (Ctrl-C part-way through a loop)."""
+
+    def __init__(self, checks: int) -> None:
+        self.left = checks
+
+    def is_set(self) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def _many_added(tmp_path, count: int):
+    before, after, case = tmp_path / "before", tmp_path / "after", tmp_path / "case"
+    before.mkdir()
+    (after / "many").mkdir(parents=True)
+    case.mkdir()
+    for i in range(count):
+        (after / "many" / f"f{i:03}.txt").write_text(f"{i}\n")
+    return before, after, case
+
+
+def test_an_interrupted_run_stops_comparing_the_workspace(tmp_path):
+    before, after, _ = _many_added(tmp_path, 10)
+    with pytest.raises(CollectionInterrupted, match="stopped while comparing the workspace: the run was interrupted") \
+            as stopped:
+        compare(before, after, stop=StopAfter(4))
+    assert stopped.value.changes is None  # what it had compared is not the workspace's changes
+
+
+def test_an_interrupted_run_stops_copying_the_changed_files_and_keeps_the_comparison(tmp_path):
+    before, after, case = _many_added(tmp_path, 10)
+    # The comparison looks 3 times in its walks (before; after, many), then once a name (10).
+    stop = StopAfter(3 + 10 + 4)
+    with pytest.raises(CollectionInterrupted, match="stopped after copying 4 of 10 changed files") as stopped:
+        collect_changes(before, after, case, stop=stop)
+    assert stopped.value.changes is not None and len(stopped.value.changes.added) == 10
+    assert sorted(p.name for p in (case / "_modified" / "many").iterdir()) == [f"f{i:03}.txt" for i in range(4)]
+    assert not (case / "workspace.diff").exists()
+
+
+def test_an_interrupted_diff_ends_in_a_note_that_says_so(tmp_path):
+    before, after, case = _many_added(tmp_path, 10)
+    stop = StopAfter(3 + 10 + 10 + 6)  # compared, all 10 copied, 6 files into the diff
+    with pytest.raises(CollectionInterrupted, match="after the diff of 6 of 10 changed files") as stopped:
+        collect_changes(before, after, case, stop=stop)
+    assert len(stopped.value.changes.added) == 10
+    diff = (case / "workspace.diff").read_text()
+    assert "+++ b/many/f005.txt" in diff and "f006.txt" not in diff
+    assert diff.endswith("[agent-eval-sandbox: diff stopped: the run was interrupted; "
+                         "4 more changed file(s) not shown]\n")
+
+
+def test_a_run_not_interrupted_collects_everything(tmp_path):
+    before, after, case = _many_added(tmp_path, 10)
+    changes = collect_changes(before, after, case, stop=StopAfter(10_000))
+    assert len(changes.added) == 10 and len(list((case / "_modified" / "many").iterdir())) == 10
+    assert "stopped" not in (case / "workspace.diff").read_text()

@@ -95,3 +95,18 @@ def test_a_steps_own_cap_is_enforced_by_the_cases_channel(eval_project, make_pip
     assert one.result == "ONE-DONE" and two.budget_usd == 0
     assert two.gateway.refused == 1 and two.end_reason == "budget_exhausted", two
     assert outcome.end_reason == "budget_exhausted"
+
+
+def test_a_pipeline_interrupted_while_its_files_are_collected_ends_interrupted(eval_project, make_pipeline, backend,
+                                                                                cli, monkeypatch):
+    _project(eval_project, {"one": ONE, "two": TWO})
+    cli.before = lambda call: [call.write(f"many/f{i}.txt", f"{i}\n") for i in range(20)] if is_agent(call) else None
+    pipeline = make_pipeline()
+    pipeline.interrupt_after_collecting(monkeypatch, 3)
+    outcome = pipeline.run("c1")
+
+    assert [step.ran for step in outcome.steps] == [True, True]
+    assert outcome.end_reason == "interrupted", outcome
+    assert outcome.error.startswith("collecting the case's files stopped after copying 3 of ")
+    assert json.loads(pipeline.case_dir("c1").result.read_text())["error"] == outcome.error
+    assert backend.live == []
